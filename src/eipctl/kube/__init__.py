@@ -1,0 +1,1 @@
+"""Kubernetes API plumbing: client, informer, work queue, serialized writer, leader election."""

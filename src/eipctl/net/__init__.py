@@ -1,0 +1,1 @@
+"""Host networking edge: links (netlink or in-memory), GARP/NA announcements, address probes."""

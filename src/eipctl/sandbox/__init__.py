@@ -1,0 +1,1 @@
+"""The sandbox: an embedded Kubernetes API emulator, simulated nodes, and `eipctl sandbox`."""
