@@ -1,0 +1,133 @@
+"""`eipctl` command line: one subcommand per process, each with only its own flags."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eipctl import __version__
+from eipctl.cli.settings import (
+    SettingsError,
+    add_flags,
+    environment,
+    flag_specs,
+    load_config_file,
+    resolve,
+)
+from eipctl.config import (
+    AllocatorSettings,
+    ControllerSettings,
+    SandboxSettings,
+    SchedulerSettings,
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    settings: type
+    module: str  # "package.module:function" that runs it
+    use_uvloop: bool
+
+
+COMMANDS = (
+    Command(
+        "allocator",
+        "hand out IPs from IpClaimPools to annotated Services (leader-elected)",
+        AllocatorSettings,
+        "eipctl.allocator.process:run",
+        use_uvloop=True,
+    ),
+    Command(
+        "scheduler",
+        "place IpClaims on live IpNodes and move them off dead ones (leader-elected)",
+        SchedulerSettings,
+        "eipctl.scheduler.process:run",
+        use_uvloop=True,
+    ),
+    Command(
+        "controller",
+        "hold this node's claims on its link, announce them, fence when cut off",
+        ControllerSettings,
+        "eipctl.controller.process:run",
+        use_uvloop=False,  # pyroute2's async netlink fails under uvloop (pyroute2#1335)
+    ),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eipctl",
+        description="External IPs for Kubernetes Services: allocated, placed, announced.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+        add_flags(sub, flag_specs(command.settings))
+    sandbox = subparsers.add_parser(
+        "sandbox",
+        help="run everything on this machine: API emulator, processes, simulated nodes",
+        description="Run eipctl end to end on one machine. `eipctl sandbox kill-node NAME` and "
+        "`eipctl sandbox revive-node NAME` act on a running sandbox from another terminal.",
+    )
+    sandbox.add_argument(
+        "action", nargs="?", default="run", choices=("run", "kill-node", "revive-node", "status")
+    )
+    sandbox.add_argument("node", nargs="?", help="node name for kill-node / revive-node")
+    add_flags(sandbox, flag_specs(SandboxSettings))
+    subparsers.add_parser("version", help="print the version")
+    return parser
+
+
+def build_settings(settings_cls: type, args: argparse.Namespace, section: str) -> Any:
+    """Settings from flags, env, config file and defaults; raises SettingsError."""
+    specs = flag_specs(settings_cls)
+    file_values = load_config_file(getattr(args, "config", None), section)
+    values = resolve(specs, args, environment(), file_values)
+    settings = settings_cls(**values)
+    check: Callable[[], None] | None = getattr(settings, "check", None)
+    if check is not None:
+        try:
+            check()
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
+    return settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "version":
+        sys.stdout.write(f"eipctl {__version__}\n")
+        return 0
+    try:
+        if args.command == "sandbox":
+            settings = build_settings(SandboxSettings, args, "sandbox")
+            return _run_sandbox(args, settings)
+        command = next(c for c in COMMANDS if c.name == args.command)
+        settings = build_settings(command.settings, args, command.name)
+    except SettingsError as exc:
+        sys.stderr.write(f"eipctl {args.command}: error: {exc}\n")
+        return 2
+    from eipctl.cli.runner import run_process
+
+    module_name, _, func_name = command.module.partition(":")
+    process_main = getattr(importlib.import_module(module_name), func_name)
+    return run_process(command.name, settings, process_main, use_uvloop=command.use_uvloop)
+
+
+def _run_sandbox(args: argparse.Namespace, settings: SandboxSettings) -> int:
+    try:
+        sandbox_cli = importlib.import_module("eipctl.sandbox.cli")
+    except ModuleNotFoundError:
+        sys.stdout.write(
+            "eipctl sandbox is not built yet (issue [e2e]); "
+            "the allocator, scheduler and controller run against a cluster today.\n"
+        )
+        return 0
+    result: int = sandbox_cli.main(args.action, args.node, settings)
+    return result

@@ -1,0 +1,147 @@
+"""Flag specifications and their resolution: flag > environment > config file > default.
+
+Each subcommand declares only its own flags (`FlagSpec` lists in `flags.py`); this module
+turns a list of specs into argparse arguments and resolves every value through the same
+parser, whatever its source, so an error always names the flag and where the value came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eipctl.cli.values import parse_bool, parse_duration, positive_duration
+
+ENV_PREFIX = "EIPCTL_"
+
+
+class SettingsError(Exception):
+    """A flag value that cannot be used; the message names the flag and the value's source."""
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One command-line flag: `--name`, also `EIPCTL_NAME` and `name:` in the config file."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: str | None
+    help: str
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def env_var(self) -> str:
+        return ENV_PREFIX + self.name.upper().replace("-", "_")
+
+
+def add_flags(parser: argparse.ArgumentParser, specs: Sequence[FlagSpec]) -> None:
+    """Register specs on a parser; values stay raw strings until `resolve`."""
+    for spec in specs:
+        shown = "unset" if spec.default is None else repr(spec.default)
+        extra: dict[str, Any] = {}
+        if spec.parse is parse_bool:  # `--rebalance` alone means true; `--rebalance=false` works
+            extra = {"nargs": "?", "const": "true", "metavar": "BOOL"}
+        else:
+            extra = {"metavar": spec.metavar or _metavar(spec)}
+        parser.add_argument(
+            f"--{spec.name}",
+            dest=spec.dest,
+            default=None,
+            help=f"{spec.help} (default: {shown}; env {spec.env_var})",
+            **extra,
+        )
+
+
+def _metavar(spec: FlagSpec) -> str:
+    if spec.parse in (parse_duration, positive_duration):
+        return "DURATION"
+    return spec.dest.upper()
+
+
+def load_config_file(path: str | None, section: str) -> dict[str, Any]:
+    """Read the YAML config: top-level keys apply to every command, a `section:` map overrides."""
+    if not path:
+        return {}
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise SettingsError(f"--config: cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"--config: {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SettingsError(f"--config: {path} must hold a mapping of flag names to values")
+    merged = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    own = data.get(section)
+    if isinstance(own, dict):
+        merged.update(own)
+    return merged
+
+
+def resolve(
+    specs: Sequence[FlagSpec],
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    file_values: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Parsed value for each spec, by precedence flag > env > file > default."""
+    values: dict[str, Any] = {}
+    for spec in specs:
+        raw, source = _pick(spec, args, environ, file_values)
+        if raw is None:
+            values[spec.dest] = None
+            continue
+        try:
+            values[spec.dest] = spec.parse(str(raw).lower() if isinstance(raw, bool) else raw)
+        except ValueError as exc:
+            raise SettingsError(f"--{spec.name}: {exc} (from {source})") from exc
+    return values
+
+
+def _pick(
+    spec: FlagSpec,
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    file_values: Mapping[str, Any],
+) -> tuple[Any, str]:
+    flag_value = getattr(args, spec.dest, None)
+    if flag_value is not None:
+        return flag_value, "command line"
+    if spec.env_var in environ:
+        return environ[spec.env_var], f"environment {spec.env_var}"
+    for key in (spec.name, spec.dest):
+        if key in file_values:
+            return file_values[key], f"config file key {key!r}"
+    return spec.default, "default"
+
+
+def environment() -> Mapping[str, str]:
+    return os.environ
+
+
+_FLAG_KEY = "eipctl_flag"
+
+
+def setting(default: str | None, parse: Callable[[str], Any], help: str) -> Any:
+    """A dataclass field that is also a flag: `default` is the flag's text, parsed once here."""
+    value = None if default is None else parse(default)
+    return dataclasses.field(default=value, metadata={_FLAG_KEY: (default, parse, help)})
+
+
+def flag_specs(cls: type) -> list[FlagSpec]:
+    """The flags a settings dataclass declares, in field order."""
+    specs = []
+    for f in dataclasses.fields(cls):
+        default, parse, help_text = f.metadata[_FLAG_KEY]
+        specs.append(FlagSpec(f.name.replace("_", "-"), parse, default, help_text))
+    return specs

@@ -1,0 +1,177 @@
+"""Typed settings of each eipctl process; every field is a flag (see `cli/settings.py`).
+
+The failover-related defaults are chosen together; docs/failover-tuning.md has the arithmetic:
+heartbeat 250 ms, node timeout 1 s, scheduler Lease 1 s / renew deadline 0.8 s / retry 0.2 s,
+so "node killed -> its IPs re-placed" stays under 2 s even when the node also ran the leader.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from eipctl.cli.settings import setting
+from eipctl.cli.values import (
+    BindAddress,
+    int_range,
+    one_of,
+    parse_bind_address,
+    parse_bool,
+    parse_duration,
+    parse_text,
+    positive_duration,
+)
+
+POLICIES = ("spread", "single", "all")
+
+
+def _default_identity() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class CommonSettings:
+    config: str | None = setting(
+        None, parse_text, "YAML file with flag values (a mounted ConfigMap)"
+    )
+    kubeconfig: str | None = setting(
+        None, parse_text, "kubeconfig path; unset: in-cluster config, then ~/.kube/config"
+    )
+    log_format: str = setting("text", one_of(("text", "json")), "log format: text or json")
+    log_level: str = setting(
+        "info", one_of(("debug", "info", "warning", "error")), "minimum log level"
+    )
+    metrics_bind_address: BindAddress = setting(
+        ":9090", parse_bind_address, "where /metrics listens; 0 disables"
+    )
+    health_probe_bind_address: BindAddress = setting(
+        ":9091", parse_bind_address, "where /healthz and /readyz listen; 0 disables"
+    )
+
+
+@dataclass(frozen=True)
+class LeaderSettings:
+    leader_elect: bool = setting("true", parse_bool, "run leader election (off: act alone)")
+    lease_namespace: str = setting(
+        os.environ.get("POD_NAMESPACE", "eipctl-system"), parse_text, "namespace of the Lease"
+    )
+    identity: str = setting(
+        _default_identity(), parse_text, "holder identity in the Lease (default: pod name)"
+    )
+    lease_duration: float = setting(
+        "1s", positive_duration, "how long a Lease is valid after its last renewal"
+    )
+    renew_deadline: float = setting(
+        "800ms", positive_duration, "a leader that has not renewed for this long stops acting"
+    )
+    retry_period: float = setting(
+        "200ms", positive_duration, "how often leaders renew and standbys try to acquire"
+    )
+
+    def check(self) -> None:
+        """Reject timings under which two leaders could act at once."""
+        if not self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "--retry-period < --renew-deadline < --lease-duration must hold "
+                f"(got {self.retry_period}s, {self.renew_deadline}s, {self.lease_duration}s)"
+            )
+
+
+@dataclass(frozen=True)
+class SchedulerSettings(LeaderSettings, CommonSettings):
+    policy: str = setting("spread", one_of(POLICIES), "placement policy: spread, single or all")
+    node_timeout: float = setting(
+        "1s", positive_duration, "an IpNode whose heartbeat has not changed this long is dead"
+    )
+    claim_unpooled_external_ips: bool = setting(
+        "false",
+        parse_bool,
+        "also claim hand-set spec.externalIPs outside every allowManual pool (CVE-2020-8554 risk)",
+    )
+    default_prefix_length: int = setting(
+        "32", int_range(1, 128), "prefix length for unpooled IPv4 claims (IPv6 uses 128)"
+    )
+    orphan_grace_period: float = setting(
+        "30s", parse_duration, "delete a claim no Service references only after this long"
+    )
+    rebalance: bool = setting("false", parse_bool, "even out claims after nodes join")
+    rebalance_interval: float = setting(
+        "30s", positive_duration, "how often rebalancing may move claims"
+    )
+    rebalance_max_moves: int = setting("5", int_range(1), "claims moved per rebalance interval")
+    workers: int = setting("4", int_range(1, 64), "concurrent reconcile workers")
+
+
+@dataclass(frozen=True)
+class AllocatorSettings(LeaderSettings, CommonSettings):
+    purge_on_pool_delete: bool = setting(
+        "false",
+        parse_bool,
+        "deleting a pool releases its IPs (default: a finalizer holds the pool until they go)",
+    )
+    workers: int = setting("4", int_range(1, 64), "concurrent reconcile workers")
+
+
+@dataclass(frozen=True)
+class ControllerSettings(CommonSettings):
+    node_name: str = setting(
+        os.environ.get("NODE_NAME") or socket.gethostname(),
+        parse_text,
+        "name of this node's IpNode (the Kubernetes Node name)",
+    )
+    iface: str = setting("eth0", parse_text, "link that holds the claims (unless spec.link)")
+    heartbeat_interval: float = setting(
+        "250ms", positive_duration, "how often the IpNode heartbeat is bumped"
+    )
+    node_timeout: float = setting(
+        "1s", positive_duration, "unrenewed heartbeat for this long: remove own addresses (fence)"
+    )
+    resync_interval: float = setting(
+        "10s", positive_duration, "full comparison of claims and link, repairing drift"
+    )
+    announce_count: int = setting("3", int_range(1, 100), "gratuitous ARPs / NAs per add")
+    announce_interval: float = setting(
+        "1100ms", positive_duration, "spacing of announcements (past Linux arp locktime, 1 s)"
+    )
+    probe_timeout: float = setting(
+        "200ms", parse_duration, "wait for another MAC to answer before adding; 0 skips the probe"
+    )
+    address_lifetime: float = setting(
+        "3s", positive_duration, "netlink valid_lft of managed addresses, renewed while live"
+    )
+    cleanup_on_exit: bool = setting(
+        "false", parse_bool, "remove managed addresses on SIGTERM (default: keep, for upgrades)"
+    )
+
+    def check(self) -> None:
+        """A heartbeat slower than the timeout would fence a healthy node."""
+        if self.heartbeat_interval >= self.node_timeout:
+            raise ValueError(
+                f"--heartbeat-interval ({self.heartbeat_interval}s) must be shorter than "
+                f"--node-timeout ({self.node_timeout}s)"
+            )
+        if self.address_lifetime <= self.node_timeout:
+            raise ValueError(
+                f"--address-lifetime ({self.address_lifetime}s) must exceed "
+                f"--node-timeout ({self.node_timeout}s), or addresses expire before fencing"
+            )
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    nodes: int = setting("3", int_range(1, 200), "simulated nodes")
+    services: int = setting("3", int_range(0, 1000), "demo Services annotated external-ip: auto")
+    pool_cidr: str = setting("203.0.113.0/24", parse_text, "CIDR of the default pool")
+    netns: bool = setting("false", parse_bool, "real network namespaces instead of in-memory links")
+    duration: float = setting("0", parse_duration, "stop after this long; 0 runs until Ctrl-C")
+    kubeconfig_out: str = setting(
+        "sandbox.kubeconfig", parse_text, "where to write the kubeconfig for kubectl"
+    )
+    port: int = setting("0", int_range(0, 65535), "API port; 0 picks a free one")
+    state_dir: str = setting(
+        "sandbox-state", parse_text, "where the sandbox keeps its control socket and logs"
+    )
+    log_level: str = setting(
+        "warning", one_of(("debug", "info", "warning", "error")), "log level of the components"
+    )

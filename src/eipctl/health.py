@@ -1,0 +1,109 @@
+"""HTTP endpoints for operators: /metrics, /healthz and /readyz.
+
+/healthz answers "is this process worth keeping?": the event loop turns (a watchdog task
+ticks; a loop blocked for longer than `stall_after` fails the check) and every registered
+liveness check passes (e.g. the informer tasks have not died). /readyz answers "has it
+synced?": every readiness check passes (informers synced; the controller's IpNode exists).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import structlog
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from eipctl.cli.values import BindAddress
+from eipctl.metrics import REGISTRY
+
+log = structlog.get_logger(__name__)
+
+Check = Callable[[], bool]
+
+
+class Health:
+    """Holds the checks and serves them; metrics may share the probe port or have their own."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY, stall_after: float = 5.0) -> None:
+        self._registry = registry
+        self._stall_after = stall_after
+        self._live: dict[str, Check] = {}
+        self._ready: dict[str, Check] = {}
+        self._runners: list[web.AppRunner] = []
+        self._watchdog: asyncio.Task[None] | None = None
+        self._last_tick = time.monotonic()
+
+    def add_liveness_check(self, name: str, check: Check) -> None:
+        self._live[name] = check
+
+    def add_readiness_check(self, name: str, check: Check) -> None:
+        self._ready[name] = check
+
+    def failing(self, which: str) -> list[str]:
+        """Names of the failing checks of `which` ("live" or "ready")."""
+        checks = self._live if which == "live" else self._ready
+        failed = [name for name, check in checks.items() if not _safe(check)]
+        if which == "live" and time.monotonic() - self._last_tick > self._stall_after:
+            failed.append("event-loop")
+        return failed
+
+    async def start(self, metrics: BindAddress, probes: BindAddress) -> None:
+        self._watchdog = asyncio.create_task(self._tick(), name="health-watchdog")
+        same = metrics.enabled and (metrics.host, metrics.port) == (probes.host, probes.port)
+        if probes.enabled:
+            await self._serve(probes, with_metrics=same, with_probes=True)
+        if metrics.enabled and not same:
+            await self._serve(metrics, with_metrics=True, with_probes=False)
+
+    async def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()
+
+    def ports(self) -> list[int]:
+        """Bound ports (useful when started with port 0 in tests)."""
+        return [int(addr[1]) for runner in self._runners for addr in runner.addresses]
+
+    async def _serve(self, addr: BindAddress, *, with_metrics: bool, with_probes: bool) -> None:
+        app = web.Application()
+        if with_probes:
+            app.router.add_get("/healthz", self._healthz)
+            app.router.add_get("/readyz", self._readyz)
+        if with_metrics:
+            app.router.add_get("/metrics", make_aiohttp_handler(self._registry))
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, addr.host, addr.port).start()
+        self._runners.append(runner)
+        log.info("http.listening", address=str(addr), metrics=with_metrics, probes=with_probes)
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return _answer(self.failing("live"))
+
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        return _answer(self.failing("ready"))
+
+    async def _tick(self) -> None:
+        while True:
+            self._last_tick = time.monotonic()
+            await asyncio.sleep(0.5)
+
+
+def _safe(check: Check) -> bool:
+    try:
+        return bool(check())
+    except Exception:
+        return False
+
+
+def _answer(failed: list[str]) -> web.Response:
+    if failed:
+        return web.Response(status=503, text="failing: " + ", ".join(sorted(failed)) + "\n")
+    return web.Response(text="ok\n")

@@ -1,0 +1,110 @@
+"""The CLI as a user meets it: help, precedence of flag > env > file > default, exit 2 on bad values."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eipctl.cli.main import build_parser, build_settings, main
+from eipctl.cli.settings import SettingsError
+from eipctl.config import ControllerSettings, SchedulerSettings
+
+
+def settings_for(argv: list[str], monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> object:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    args = build_parser().parse_args(argv)
+    return build_settings(SchedulerSettings, args, "scheduler")
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = settings_for(["scheduler"], monkeypatch, {})
+    assert isinstance(settings, SchedulerSettings)
+    assert settings.policy == "spread"
+    assert settings.node_timeout == 1.0
+    assert settings.lease_duration > settings.renew_deadline > settings.retry_period
+
+
+def test_precedence_flag_over_env_over_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "eipctl.yaml"
+    config.write_text(
+        "node-timeout: 5s\npolicy: single\nworkers: 7\n"
+        "scheduler:\n  workers: 9\ncontroller:\n  workers: 1\n"
+    )
+    settings = settings_for(
+        ["scheduler", "--config", str(config), "--policy", "all"],
+        monkeypatch,
+        {"EIPCTL_NODE_TIMEOUT": "3s", "EIPCTL_POLICY": "spread"},
+    )
+    assert isinstance(settings, SchedulerSettings)
+    assert settings.policy == "all"  # flag beats env and file
+    assert settings.node_timeout == 3.0  # env beats file
+    assert settings.workers == 9  # the command's own section beats top-level keys
+    assert settings.retry_period == 0.2  # default
+
+
+def test_bool_flag_without_value_means_true(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = settings_for(["scheduler", "--rebalance"], monkeypatch, {})
+    assert isinstance(settings, SchedulerSettings)
+    assert settings.rebalance is True
+
+
+def test_error_names_flag_and_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(
+        SettingsError, match=r"--node-timeout: invalid duration '10x'.*EIPCTL_NODE_TIMEOUT"
+    ):
+        settings_for(["scheduler"], monkeypatch, {"EIPCTL_NODE_TIMEOUT": "10x"})
+
+
+def test_unsafe_lease_timings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SettingsError, match="renew-deadline"):
+        settings_for(["scheduler", "--renew-deadline", "2s"], monkeypatch, {})
+
+
+def test_controller_refuses_heartbeat_slower_than_timeout() -> None:
+    args = build_parser().parse_args(["controller", "--heartbeat-interval", "2s"])
+    with pytest.raises(SettingsError, match="heartbeat-interval"):
+        build_settings(ControllerSettings, args, "controller")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["scheduler", "--policy", "roundrobin"], "--policy: invalid choice 'roundrobin'"),
+        (["scheduler", "--node-timeout", "10x"], "--node-timeout: invalid duration '10x'"),
+        (["controller", "--resync-interval=-5s"], "--resync-interval: duration '-5s' must not"),
+        (["allocator", "--workers", "0"], "--workers: 0 is out of range"),
+    ],
+)
+def test_bad_values_exit_2_with_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_each_command_shows_only_its_own_flags() -> None:
+    helps = {}
+    for command in ("scheduler", "controller", "allocator", "sandbox"):
+        out = subprocess.run(
+            [sys.executable, "-m", "eipctl", command, "--help"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        helps[command] = out
+    assert "--policy" in helps["scheduler"] and "--policy" not in helps["controller"]
+    assert "--iface" in helps["controller"] and "--iface" not in helps["scheduler"]
+    assert "--purge-on-pool-delete" in helps["allocator"]
+    assert "--nodes" in helps["sandbox"]
+    assert "(default: '1s'; env EIPCTL_NODE_TIMEOUT)" in " ".join(helps["scheduler"].split())
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.startswith("eipctl ")
