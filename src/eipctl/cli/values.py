@@ -85,14 +85,11 @@ def parse_text(text: str) -> str:
 
 @dataclass(frozen=True)
 class BindAddress:
-    """`host:port`; port 0 means "disabled" so tests and the sandbox can switch a server off."""
+    """`host:port` (port 0 picks a free port); the bare value `0` switches the server off."""
 
     host: str
     port: int
-
-    @property
-    def enabled(self) -> bool:
-        return self.port != 0
+    enabled: bool = True
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}" if self.enabled else "0"
@@ -101,7 +98,7 @@ class BindAddress:
 def parse_bind_address(text: str) -> BindAddress:
     raw = str(text).strip()
     if raw in {"0", ""}:
-        return BindAddress("", 0)
+        return BindAddress("", 0, enabled=False)
     host, sep, port_text = raw.rpartition(":")
     if not sep:
         raise ValueError(f"invalid bind address {raw!r} (expected host:port, :port or 0)")

@@ -62,6 +62,7 @@ def test_one_of_lists_the_choices() -> None:
 def test_bind_addresses() -> None:
     assert parse_bind_address(":8080") == BindAddress("0.0.0.0", 8080)
     assert parse_bind_address("127.0.0.1:0") == BindAddress("127.0.0.1", 0)
+    assert parse_bind_address("127.0.0.1:0").enabled
     assert not parse_bind_address("0").enabled
     assert parse_bind_address("[::1]:9000") == BindAddress("::1", 9000)
     with pytest.raises(ValueError):
