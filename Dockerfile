@@ -1,0 +1,15 @@
+# eipctl image: one image, the process is chosen by the first argument
+# (allocator, scheduler, controller). Build: docker build -t eipctl:0.1.0 .
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY src ./src
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+# The Deployments run as 65532; the controller's DaemonSet overrides to uid 0 with only
+# NET_ADMIN and NET_RAW, which netlink address changes and raw ARP sockets need.
+USER 65532:65532
+ENTRYPOINT ["eipctl"]
