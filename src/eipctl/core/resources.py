@@ -1,0 +1,443 @@
+"""Typed, immutable views of eipctl's custom resources: IpClaimPool, IpClaim, IpNode.
+
+``from_dict`` parses the camelCase JSON the API returns and raises ResourceError naming the
+bad field; ``to_dict`` gives it back, ready to send. ``metadata`` is kept as an opaque copy
+(name, labels, resourceVersion, ... pass through untouched), so a read-modify-write with
+``dataclasses.replace`` keeps the resourceVersion precondition. Optional fields that are
+empty are left out of ``to_dict`` (like Go's omitempty); an empty list means the same as an
+absent one. The CRDs in deploy/crds/ are the schema; tests check the two agree.
+
+Objects holding dicts (metadata, labels) compare by value but are not hashable.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final, Literal, Self, cast, get_args
+
+from eipctl.core.conditions import Condition, conditions_from_list
+from eipctl.core.fields import (
+    ResourceError,
+    as_list,
+    as_mapping,
+    as_str,
+    check_ip,
+    check_network,
+    get_bool,
+    get_int,
+    get_list,
+    get_mapping,
+    get_str,
+    get_str_list,
+    join,
+)
+from eipctl.core.naming import API_VERSION, LABEL_NODE, LABEL_POOL, claim_name_for
+from eipctl.core.selectors import LabelSelector
+
+__all__ = [
+    "MAX_COUNT",
+    "ClaimPhase",
+    "IpClaim",
+    "IpClaimPool",
+    "IpClaimPoolSpec",
+    "IpClaimPoolStatus",
+    "IpClaimSpec",
+    "IpClaimStatus",
+    "IpNode",
+    "IpNodeSpec",
+    "IpNodeStatus",
+    "ResourceError",
+]
+
+ClaimPhase = Literal["Pending", "Scheduled", "Bound", "Failed"]
+CLAIM_PHASES: Final = frozenset(get_args(ClaimPhase))
+
+MAX_COUNT: Final = 2**63 - 1
+"""Largest count the API stores (int64): writers saturate ``free`` of big IPv6 pools here."""
+
+
+def _prefix_length(d: Mapping[str, Any], path: str, address: str) -> int | None:
+    """spec.prefixLength, at most 32 for IPv4 (the CRD says the same with a CEL rule)."""
+    bits = ipaddress.ip_interface(address).max_prefixlen
+    return get_int(d, "prefixLength", path, minimum=1, maximum=bits)
+
+
+def _selector(d: Mapping[str, Any], key: str, path: str) -> LabelSelector | None:
+    value = get_mapping(d, key, path)
+    return None if value is None else LabelSelector.from_dict(value, join(path, key))
+
+
+def _conditions_out(out: dict[str, Any], conditions: tuple[Condition, ...]) -> None:
+    if conditions:
+        out["conditions"] = [c.to_dict() for c in conditions]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Resource:
+    """Shared envelope: apiVersion/kind checks and metadata accessors."""
+
+    KIND: ClassVar[str]
+    PLURAL: ClassVar[str]
+
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", copy.deepcopy(dict(self.metadata)))
+
+    @property
+    def name(self) -> str:
+        return cast(str, self.metadata.get("name", ""))
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return cast(Mapping[str, str], self.metadata.get("labels") or {})
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return cast(Mapping[str, str], self.metadata.get("annotations") or {})
+
+    @property
+    def resource_version(self) -> str | None:
+        return cast(str | None, self.metadata.get("resourceVersion"))
+
+    @property
+    def generation(self) -> int | None:
+        return cast(int | None, self.metadata.get("generation"))
+
+    @classmethod
+    def _envelope(
+        cls, d: object, *, spec_required: bool = True
+    ) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+        """Check apiVersion/kind (when present); return (metadata, spec, status)."""
+        top = as_mapping(d, cls.KIND)
+        for key, want in (("apiVersion", API_VERSION), ("kind", cls.KIND)):
+            got = top.get(key)
+            if got is not None and got != want:
+                raise ResourceError(key, f"expected {want!r}, got {got!r}")
+        metadata = get_mapping(top, "metadata", "") or {}
+        for key in ("name", "resourceVersion"):
+            if metadata.get(key) is not None:
+                as_str(metadata[key], join("metadata", key))
+        spec = get_mapping(top, "spec", "")
+        if spec is None and spec_required:
+            raise ResourceError("spec", "required")
+        return metadata, spec or {}, get_mapping(top, "status", "") or {}
+
+    def _to_dict(self, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": self.KIND,
+            "metadata": copy.deepcopy(dict(self.metadata)),
+            "spec": spec,
+            "status": status,
+        }
+
+
+# --- IpClaimPool ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpClaimPoolSpec:
+    """What a pool offers; the address math lives in core/pool.py."""
+
+    cidr: str
+    ranges: tuple[tuple[str, str], ...] = ()
+    """Inclusive [first, last] ranges; empty = the whole cidr (minus net/broadcast for v4)."""
+    exclude: tuple[str, ...] = ()
+    """IPs or CIDRs never handed out."""
+    prefix_length: int | None = None
+    """Mask on the interface; None = 32 (v4) / 128 (v6)."""
+    auto_assign: bool = True
+    allow_manual: bool = False
+    service_selector: LabelSelector | None = None
+    namespace_selector: LabelSelector | None = None
+    node_selector: LabelSelector | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpClaimPoolSpec:
+        ranges_path = join(path, "ranges")
+        ranges = []
+        for i, item in enumerate(get_list(d, "ranges", path)):
+            pair = as_list(item, join(ranges_path, i))
+            if len(pair) != 2:
+                raise ResourceError(join(ranges_path, i), "expected [first, last]")
+            first, last = (
+                check_ip(as_str(v, join(join(ranges_path, i), j)), join(join(ranges_path, i), j))
+                for j, v in enumerate(pair)
+            )
+            ranges.append((first, last))
+        exclude_path = join(path, "exclude")
+        cidr = check_network(get_str(d, "cidr", path, required=True), join(path, "cidr"))
+        return cls(
+            cidr=cidr,
+            ranges=tuple(ranges),
+            exclude=tuple(
+                check_network(v, join(exclude_path, i), bare_ip=True)
+                for i, v in enumerate(get_str_list(d, "exclude", path))
+            ),
+            prefix_length=_prefix_length(d, path, cidr),
+            auto_assign=get_bool(d, "autoAssign", path, default=True),
+            allow_manual=get_bool(d, "allowManual", path, default=False),
+            service_selector=_selector(d, "serviceSelector", path),
+            namespace_selector=_selector(d, "namespaceSelector", path),
+            node_selector=_selector(d, "nodeSelector", path),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"cidr": self.cidr}
+        if self.ranges:
+            out["ranges"] = [[first, last] for first, last in self.ranges]
+        if self.exclude:
+            out["exclude"] = list(self.exclude)
+        if self.prefix_length is not None:
+            out["prefixLength"] = self.prefix_length
+        out["autoAssign"] = self.auto_assign
+        out["allowManual"] = self.allow_manual
+        for key, selector in (
+            ("serviceSelector", self.service_selector),
+            ("namespaceSelector", self.namespace_selector),
+            ("nodeSelector", self.node_selector),
+        ):
+            if selector is not None:
+                out[key] = selector.to_dict()
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpClaimPoolStatus:
+    allocated: int | None = None
+    """Number of IpClaims in the pool; None until the allocator has counted."""
+    free: int | None = None
+    """Addresses left, saturated at MAX_COUNT."""
+    conditions: tuple[Condition, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: str = "status") -> IpClaimPoolStatus:
+        return cls(
+            allocated=get_int(d, "allocated", path, maximum=MAX_COUNT),
+            free=get_int(d, "free", path, maximum=MAX_COUNT),
+            conditions=conditions_from_list(d.get("conditions"), join(path, "conditions")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.allocated is not None:
+            out["allocated"] = self.allocated
+        if self.free is not None:
+            out["free"] = self.free
+        _conditions_out(out, self.conditions)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpClaimPool(_Resource):
+    KIND: ClassVar[str] = "IpClaimPool"
+    PLURAL: ClassVar[str] = "ipclaimpools"
+
+    spec: IpClaimPoolSpec
+    status: IpClaimPoolStatus = field(default_factory=IpClaimPoolStatus)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        metadata, spec, status = cls._envelope(d)
+        return cls(
+            metadata=metadata,
+            spec=IpClaimPoolSpec.from_dict(spec),
+            status=IpClaimPoolStatus.from_dict(status),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._to_dict(self.spec.to_dict(), self.status.to_dict())
+
+
+# --- IpClaim -------------------------------------------------------------------------------
+
+
+def _service_ref(value: str, path: str) -> str:
+    namespace, slash, name = value.partition("/")
+    if not slash or not namespace or not name or "/" in name:
+        raise ResourceError(path, f"{value!r} is not a namespace/name Service reference")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpClaimSpec:
+    ip: str
+    prefix_length: int | None = None
+    """Mask on the interface; None = 32 (v4) / 128 (v6)."""
+    node_name: str = ""
+    """IpNode chosen by the scheduler; "" = unplaced."""
+    link: str = ""
+    """Host link; "" = the IpNode's spec.link."""
+    services: tuple[str, ...] = ()
+    """The Services using the IP, as "namespace/name"."""
+    node_bound: bool = False
+    """Reserved: one of a per-node set of claims (placement policy ``all``)."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpClaimSpec:
+        services_path = join(path, "services")
+        ip = check_ip(get_str(d, "ip", path, required=True), join(path, "ip"))
+        return cls(
+            ip=ip,
+            prefix_length=_prefix_length(d, path, ip),
+            node_name=get_str(d, "nodeName", path),
+            link=get_str(d, "link", path),
+            services=tuple(
+                _service_ref(v, join(services_path, i))
+                for i, v in enumerate(get_str_list(d, "services", path))
+            ),
+            node_bound=get_bool(d, "nodeBound", path, default=False),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ip": self.ip}
+        if self.prefix_length is not None:
+            out["prefixLength"] = self.prefix_length
+        if self.node_name:
+            out["nodeName"] = self.node_name
+        if self.link:
+            out["link"] = self.link
+        if self.services:
+            out["services"] = list(self.services)
+        if self.node_bound:
+            out["nodeBound"] = True
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpClaimStatus:
+    phase: ClaimPhase = "Pending"
+    bound_node: str = ""
+    """The node that reported the IP on its link."""
+    conditions: tuple[Condition, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: str = "status") -> IpClaimStatus:
+        phase = get_str(d, "phase", path) or "Pending"
+        if phase not in CLAIM_PHASES:
+            raise ResourceError(join(path, "phase"), f"{phase!r} is not one of {CLAIM_PHASES}")
+        return cls(
+            phase=cast(ClaimPhase, phase),
+            bound_node=get_str(d, "boundNode", path),
+            conditions=conditions_from_list(d.get("conditions"), join(path, "conditions")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"phase": self.phase}
+        if self.bound_node:
+            out["boundNode"] = self.bound_node
+        _conditions_out(out, self.conditions)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpClaim(_Resource):
+    KIND: ClassVar[str] = "IpClaim"
+    PLURAL: ClassVar[str] = "ipclaims"
+
+    spec: IpClaimSpec
+    status: IpClaimStatus = field(default_factory=IpClaimStatus)
+
+    @classmethod
+    def for_ip(
+        cls,
+        ip: str,
+        *,
+        pool: str,
+        prefix_length: int | None = None,
+        services: tuple[str, ...] = (),
+    ) -> Self:
+        """A new, unplaced claim for ``ip``, named after it and labelled with its pool."""
+        return cls(
+            metadata={"name": claim_name_for(ip), "labels": {LABEL_POOL: pool}},
+            spec=IpClaimSpec(ip=ip, prefix_length=prefix_length, services=services),
+        )
+
+    @property
+    def pool(self) -> str:
+        return self.labels.get(LABEL_POOL, "")
+
+    @property
+    def node_label(self) -> str:
+        """The ``eipctl.io/node`` label, which the scheduler keeps equal to spec.nodeName."""
+        return self.labels.get(LABEL_NODE, "")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        metadata, spec, status = cls._envelope(d)
+        return cls(
+            metadata=metadata,
+            spec=IpClaimSpec.from_dict(spec),
+            status=IpClaimStatus.from_dict(status),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._to_dict(self.spec.to_dict(), self.status.to_dict())
+
+
+# --- IpNode --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpNodeSpec:
+    link: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpNodeSpec:
+        return cls(link=get_str(d, "link", path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"link": self.link} if self.link else {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpNodeStatus:
+    heartbeat: int = 0
+    """Counter the controller bumps; compare values, never clocks."""
+    addresses: tuple[str, ...] = ()
+    """Managed addresses really on the link, as ip/prefixLength."""
+    conditions: tuple[Condition, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: str = "status") -> IpNodeStatus:
+        addresses_path = join(path, "addresses")
+        return cls(
+            heartbeat=get_int(d, "heartbeat", path, maximum=MAX_COUNT) or 0,
+            addresses=tuple(
+                check_network(v, join(addresses_path, i), bare_ip=True)
+                for i, v in enumerate(get_str_list(d, "addresses", path))
+            ),
+            conditions=conditions_from_list(d.get("conditions"), join(path, "conditions")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"heartbeat": self.heartbeat}
+        if self.addresses:
+            out["addresses"] = list(self.addresses)
+        _conditions_out(out, self.conditions)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class IpNode(_Resource):
+    KIND: ClassVar[str] = "IpNode"
+    PLURAL: ClassVar[str] = "ipnodes"
+
+    spec: IpNodeSpec = field(default_factory=IpNodeSpec)
+    status: IpNodeStatus = field(default_factory=IpNodeStatus)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        metadata, spec, status = cls._envelope(d, spec_required=False)
+        return cls(
+            metadata=metadata,
+            spec=IpNodeSpec.from_dict(spec),
+            status=IpNodeStatus.from_dict(status),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._to_dict(self.spec.to_dict(), self.status.to_dict())

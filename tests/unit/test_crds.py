@@ -1,0 +1,435 @@
+"""Offline checks of everything under deploy/: the CRDs, their schemas and the examples.
+
+Built-in kinds are checked with kubernetes-validate (strict). It knows nothing about our
+custom resources, so those are checked with jsonschema against the CRDs' openAPIV3Schema.
+Neither checks what the API server adds (structural-schema rules, CEL), so a small structural
+check stands in for the first; the CEL rules were checked by hand with cel-python.
+Known gap: Python's ``$`` also matches before a trailing newline, so jsonschema (and thus the
+emulator) accepts "203.0.113.7\n" where Go would not; ``from_dict`` rejects it.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft4Validator, FormatChecker
+
+from eipctl.core.fields import ResourceError, check_ip, check_network
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S_VERSION = "1.30.0"
+GROUP = "eipctl.io"
+
+
+def load_docs(path: Path) -> list[dict[str, Any]]:
+    with path.open() as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def load_crds() -> dict[str, dict[str, Any]]:
+    crds = {}
+    for path in sorted((DEPLOY / "crds").glob("*.yaml")):
+        for doc in load_docs(path):
+            crds[doc["spec"]["names"]["kind"]] = doc
+    return crds
+
+
+CRDS = load_crds()
+SCHEMAS = {
+    kind: crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] for kind, crd in CRDS.items()
+}
+VALIDATORS = {
+    kind: Draft4Validator(schema, format_checker=FormatChecker())
+    for kind, schema in SCHEMAS.items()
+}
+
+
+def manifests() -> Iterator[tuple[str, dict[str, Any]]]:
+    paths = sorted([*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.yml")])
+    for path in paths:
+        for i, doc in enumerate(load_docs(path)):
+            yield f"{path.relative_to(ROOT)}#{i}", doc
+
+
+MANIFESTS = list(manifests())
+
+
+def custom_resource_errors(doc: dict[str, Any]) -> list[str]:
+    kind = doc.get("kind", "")
+    assert doc.get("apiVersion") == f"{GROUP}/v1alpha1", doc.get("apiVersion")
+    assert kind in VALIDATORS, f"no CRD for kind {kind!r}"
+    return [
+        f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in VALIDATORS[kind].iter_errors(doc)
+    ]
+
+
+def test_all_three_crds_present() -> None:
+    assert set(CRDS) == {"IpClaimPool", "IpClaim", "IpNode"}
+
+
+@pytest.mark.parametrize(("where", "doc"), MANIFESTS, ids=[w for w, _ in MANIFESTS])
+def test_manifest_is_valid(where: str, doc: dict[str, Any]) -> None:
+    if str(doc.get("apiVersion", "")).startswith(f"{GROUP}/"):
+        assert custom_resource_errors(doc) == []
+    elif doc.get("kind") == "Kustomization":  # build input, not an API object
+        base = (ROOT / where.partition("#")[0]).parent
+        assert [r for r in doc.get("resources", []) if not (base / r).exists()] == []
+    else:
+        # Raises ValidationError, or SchemaNotFoundError for kinds it does not know (a new
+        # third-party CRD instance under deploy/ needs its own branch here).
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+# --- CRD shape -----------------------------------------------------------------------------
+
+PRINTER_COLUMNS = {
+    "IpClaim": ["IP", "NODE", "PHASE", "POOL", "SERVICES", "AGE"],
+    "IpClaimPool": ["CIDR", "AUTO", "ALLOCATED", "FREE", "READY", "AGE"],
+    "IpNode": ["LINK", "HEARTBEAT", "ADDRESSES", "AGE"],
+}
+SHORT_NAMES = {"IpClaim": "ipc", "IpClaimPool": "ipp", "IpNode": "ipn"}
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_crd_identity(kind: str) -> None:
+    spec = CRDS[kind]["spec"]
+    names = spec["names"]
+    assert CRDS[kind]["metadata"]["name"] == f"{names['plural']}.{GROUP}"
+    assert spec["group"] == GROUP
+    assert spec["scope"] == "Cluster"
+    assert names["shortNames"] == [SHORT_NAMES[kind]]
+    assert names["categories"] == ["eipctl"]
+    assert names["plural"] == kind.lower() + "s"
+    [version] = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+    Draft4Validator.check_schema(SCHEMAS[kind])
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_printer_columns_point_into_the_schema(kind: str) -> None:
+    columns = CRDS[kind]["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert [c["name"] for c in columns] == PRINTER_COLUMNS[kind]
+    for column in columns:
+        path = column["jsonPath"]
+        if path == ".metadata.creationTimestamp":
+            assert column["type"] == "date"
+            continue
+        if path.startswith(".metadata.labels."):
+            assert path == r".metadata.labels.eipctl\.io/pool"
+            continue
+        node = SCHEMAS[kind]
+        for part in re.split(r"\.", path.split("[", 1)[0].lstrip(".")):
+            node = node["properties"][part]
+        if "[" not in path and column["type"] in ("integer", "boolean", "string"):
+            assert node["type"] in (column["type"], "array"), path
+
+
+ALLOWED_TYPES = {"object", "array", "string", "integer", "number", "boolean"}
+FORBIDDEN_KEYWORDS = {
+    "$ref",
+    "definitions",
+    "dependencies",
+    "additionalItems",
+    "patternProperties",
+    "id",
+    "$schema",
+}
+JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
+NOT_IN_JUNCTORS = {"type", "default", "description", "additionalProperties", "nullable", "title"}
+
+
+def structural_problems(
+    schema: dict[str, Any], path: str = "", in_junctor: bool = False
+) -> list[str]:
+    """The Kubernetes "structural schema" rules that apply to what we write (a subset)."""
+    problems = [f"{path}: {k} is not allowed" for k in FORBIDDEN_KEYWORDS & set(schema)]
+    if in_junctor:
+        problems += [
+            f"{path}: {k} is not allowed inside {JUNCTORS}" for k in NOT_IN_JUNCTORS & set(schema)
+        ]
+        problems += [
+            f"{path}: {k} is not allowed inside {JUNCTORS}"
+            for k in schema
+            if k.startswith("x-kubernetes-")
+        ]
+    elif schema.get("type") not in ALLOWED_TYPES:
+        problems.append(f"{path}: type {schema.get('type')!r} missing or unknown")
+    if "properties" in schema and "additionalProperties" in schema:
+        problems.append(f"{path}: properties and additionalProperties together")
+    if schema.get("additionalProperties") is False:
+        problems.append(f"{path}: additionalProperties: false (pruning does that)")
+    if "properties" in schema and schema.get("type", "object") != "object":
+        problems.append(f"{path}: properties on a non-object")
+    for name in schema.get("required", []):
+        if name not in schema.get("properties", {}):
+            problems.append(f"{path}: required {name!r} is not a property")
+    for name, child in schema.get("properties", {}).items():
+        problems += structural_problems(child, f"{path}.{name}", in_junctor)
+    if isinstance(schema.get("additionalProperties"), dict):
+        problems += structural_problems(schema["additionalProperties"], f"{path}.*", in_junctor)
+    if schema.get("type") == "array":
+        items = schema.get("items")
+        if not isinstance(items, dict):
+            problems.append(f"{path}: array without a single items schema")
+        else:
+            problems += structural_problems(items, f"{path}[]", in_junctor)
+            if schema.get("x-kubernetes-list-type") == "map":
+                for key in schema.get("x-kubernetes-list-map-keys", []):
+                    if key not in items.get("required", []):
+                        problems.append(f"{path}: list-map key {key!r} must be required")
+    for junctor in JUNCTORS:
+        subs = schema.get(junctor)
+        for i, sub in enumerate([subs] if isinstance(subs, dict) else subs or []):
+            problems += structural_problems(sub, f"{path}.{junctor}[{i}]", in_junctor=True)
+    for key in ("pattern",):
+        if key in schema and re.search(r"\(\?[=!<]|\\[1-9]", schema[key]):
+            problems.append(f"{path}: pattern uses lookaround/backreference (Go regexp has none)")
+    return problems
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_crd_is_structural(kind: str) -> None:
+    schema = SCHEMAS[kind]
+    assert structural_problems(schema) == []
+    assert schema["properties"]["metadata"] == {"type": "object"}
+
+
+def test_structural_check_catches_problems() -> None:
+    bad = {
+        "type": "object",
+        "required": ["b"],
+        "properties": {
+            "a": {"description": "no type"},
+            "l": {"type": "array"},
+            "p": {"type": "string", "anyOf": [{"type": "string", "pattern": "^(?=x)"}]},
+        },
+    }
+    problems = structural_problems(bad)
+    assert any(".a: type" in p for p in problems)
+    assert any(".l: array without" in p for p in problems)
+    assert any("anyOf[0]: type is not allowed" in p for p in problems)
+    assert any("lookaround" in p for p in problems)
+    assert any("required 'b'" in p for p in problems)
+
+
+# --- examples accepted, malformed objects rejected ----------------------------------------
+
+
+def example(name: str) -> dict[str, Any]:
+    [doc] = load_docs(DEPLOY / "examples" / name)
+    return doc
+
+
+TIME = "2026-11-30T05:00:00Z"
+NODE = {
+    "apiVersion": "eipctl.io/v1alpha1",
+    "kind": "IpNode",
+    "metadata": {"name": "node-1"},
+    "spec": {"link": "eth0"},
+}
+
+
+def with_change(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A deep copy of ``doc`` with the dotted ``path`` set (or removed when value is DELETE)."""
+    doc = copy.deepcopy(doc)
+    *parents, last = path.split(".")
+    node = doc
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return doc
+
+
+DELETE = object()
+CONDITION = {"type": "Ready", "status": "True", "lastTransitionTime": TIME}
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        example("pool.yaml"),
+        example("pool-v6.yaml"),
+        example("claim.yaml"),
+        NODE,
+        with_change(
+            example("claim.yaml"),
+            "status",
+            {"phase": "Bound", "boundNode": "node-1", "conditions": [CONDITION]},
+        ),
+        with_change(example("claim.yaml"), "spec.ip", "2001:db8::7"),
+        with_change(example("pool.yaml"), "spec.cidr", "203.0.113.0/32"),
+        with_change(
+            example("pool.yaml"),
+            "status",
+            {"allocated": 3, "free": 2**63 - 1, "conditions": [CONDITION]},
+        ),
+        with_change(
+            NODE, "status", {"heartbeat": 7, "addresses": ["203.0.113.7/32", "2001:db8::7/128"]}
+        ),
+    ],
+)
+def test_schema_accepts(doc: dict[str, Any]) -> None:
+    assert custom_resource_errors(doc) == []
+
+
+POOL, CLAIM = example("pool.yaml"), example("claim.yaml")
+REJECTED = [
+    (POOL, "spec.cidr", "10.0.0.0/33"),
+    (POOL, "spec.cidr", "300.1.1.1/24"),
+    (POOL, "spec.cidr", "203.0.113.0"),
+    (POOL, "spec.cidr", "2001:db8:::/64"),
+    (POOL, "spec.cidr", "2001:db8::/129"),
+    (POOL, "spec.cidr", "garbage"),
+    (POOL, "spec.cidr", DELETE),
+    (POOL, "spec", DELETE),
+    (POOL, "spec.ranges", [["203.0.113.10"]]),
+    (POOL, "spec.ranges", [["203.0.113.10", "203.0.113.256"]]),
+    (POOL, "spec.exclude", ["203.0.113.0/40"]),
+    (POOL, "spec.prefixLength", 200),
+    (POOL, "spec.prefixLength", 0),
+    (POOL, "spec.autoAssign", "yes"),
+    (POOL, "spec.nodeSelector", {"matchExpressions": [{"key": "zone", "operator": "Has"}]}),
+    (POOL, "spec.nodeSelector", {"matchLabels": {"zone": 1}}),
+    (POOL, "status", {"free": -1}),
+    (
+        POOL,
+        "status",
+        {"conditions": [{"type": "Ready", "status": "Yes", "lastTransitionTime": TIME}]},
+    ),
+    (POOL, "status", {"conditions": [{"type": "Ready", "status": "True"}]}),
+    (CLAIM, "spec.ip", "300.1.1.1"),
+    (CLAIM, "spec.ip", "01.2.3.4"),
+    (CLAIM, "spec.ip", "::ffff:1.2.3.4"),
+    (CLAIM, "spec.ip", "fe80::1%eth0"),
+    (CLAIM, "spec.ip", "203.0.113.7/32"),
+    (CLAIM, "spec.ip", DELETE),
+    (CLAIM, "spec.prefixLength", 200),
+    (CLAIM, "spec.nodeName", "Node_1"),
+    (CLAIM, "spec.link", "eth0/1"),
+    (CLAIM, "spec.link", "a-very-long-link-name"),
+    (CLAIM, "spec.services", ["web"]),
+    (CLAIM, "spec.services", ["default/Web"]),
+    (CLAIM, "status", {"phase": "Running"}),
+    (NODE, "status", {"heartbeat": -1}),
+    (NODE, "status", {"addresses": ["not-an-ip"]}),
+]
+
+
+@pytest.mark.parametrize(
+    ("doc", "path", "value"), REJECTED, ids=[f"{d['kind']}:{p}={v!r}" for d, p, v in REJECTED]
+)
+def test_schema_rejects(doc: dict[str, Any], path: str, value: Any) -> None:
+    assert custom_resource_errors(with_change(doc, path, value)) != []
+
+
+# --- the IP patterns agree with Python's ipaddress -----------------------------------------
+
+
+def field_validator(kind: str, *path: str) -> Callable[[str], bool]:
+    node = SCHEMAS[kind]
+    for part in path:
+        node = node["items"] if part == "[]" else node["properties"][part]
+    validator = Draft4Validator(node, format_checker=FormatChecker())
+    return validator.is_valid
+
+
+ip_ok = field_validator("IpClaim", "spec", "ip")
+range_ip_ok = field_validator("IpClaimPool", "spec", "ranges", "[]", "[]")
+cidr_ok = field_validator("IpClaimPool", "spec", "cidr")
+ip_or_cidr_ok = field_validator("IpClaimPool", "spec", "exclude", "[]")
+address_ok = field_validator("IpNode", "status", "addresses", "[]")
+
+
+def reference_ip(text: str) -> bool:
+    """What the schema means to accept: any IP, but no zone and no dotted quad in IPv6."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return address.version == 4 or not ({".", "%"} & set(text))
+
+
+def reference_cidr(text: str) -> bool:
+    ip, slash, bits = text.partition("/")
+    if not slash or not reference_ip(ip) or not re.fullmatch(r"0|[1-9][0-9]*", bits):
+        return False
+    return int(bits) <= ipaddress.ip_address(ip).max_prefixlen
+
+
+@st.composite
+def ip_texts(draw: st.DrawFn) -> str:
+    """Valid IP texts in many spellings: v4, v6 full, any zero run as '::', upper case."""
+    if draw(st.booleans()):
+        return str(ipaddress.IPv4Address(draw(st.integers(0, 2**32 - 1))))
+    groups = draw(
+        st.lists(
+            st.sampled_from([0, 0, 1, 0xABCD]) | st.integers(0, 0xFFFF), min_size=8, max_size=8
+        )
+    )
+    hexes = [format(g, draw(st.sampled_from(["x", "04x", "X"]))) for g in groups]
+    runs = [(i, j) for i in range(8) for j in range(i + 1, 9) if all(g == 0 for g in groups[i:j])]
+    if runs and draw(st.booleans()):
+        i, j = draw(st.sampled_from(runs))
+        return ":".join(hexes[:i]) + "::" + ":".join(hexes[j:])
+    return ":".join(hexes)
+
+
+garbage = st.text(alphabet="0123456789abcdefABCDEFx:./% ", max_size=48)
+
+
+# deadline=None on property tests: schema validation is slow on a loaded machine.
+@settings(deadline=None)
+@given(ip_texts())
+def test_valid_ips_accepted(text: str) -> None:
+    assert reference_ip(text)
+    assert ip_ok(text) and range_ip_ok(text) and ip_or_cidr_ok(text) and address_ok(text)
+    assert not cidr_ok(text)
+
+
+@settings(deadline=None)
+@given(ip_texts(), st.integers(0, 128))
+def test_valid_cidrs_accepted(text: str, bits: int) -> None:
+    cidr = f"{text}/{bits}"
+    assert cidr_ok(cidr) is ip_or_cidr_ok(cidr) is reference_cidr(cidr)
+    assert not ip_ok(cidr)
+
+
+@settings(deadline=None)
+@given(garbage | ip_texts().map(lambda t: t + ":") | ip_texts().map(lambda t: "1:" + t))
+def test_patterns_agree_with_ipaddress(text: str) -> None:
+    assert ip_ok(text) is reference_ip(text)
+    assert cidr_ok(text) is reference_cidr(text)
+    assert ip_or_cidr_ok(text) is (reference_ip(text) or reference_cidr(text))
+
+
+def parses(check: Callable[[str], object], text: str) -> bool:
+    try:
+        check(text)
+    except ResourceError:
+        return False
+    return True
+
+
+@settings(deadline=None)
+@given(garbage | ip_texts() | st.builds("{}/{}".format, ip_texts(), st.integers(0, 200)))
+def test_resource_parsers_agree_with_patterns(text: str) -> None:
+    """from_dict accepts exactly what the API server would have let in."""
+    assert parses(lambda t: check_ip(t, "f"), text) is ip_ok(text)
+    assert parses(lambda t: check_network(t, "f"), text) is cidr_ok(text)
+    assert parses(lambda t: check_network(t, "f", bare_ip=True), text) is ip_or_cidr_ok(text)
