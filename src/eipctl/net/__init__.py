@@ -1,1 +1,41 @@
-"""Host networking edge: links (netlink or in-memory), GARP/NA announcements, address probes."""
+"""Host networking edge: links (netlink or in-memory), GARP/NA announcements, address probes.
+
+Import the light, I/O-free names from here; `eipctl.net.netlink` (pyroute2),
+`eipctl.net.announce` and `eipctl.net.probe` (raw sockets) are imported where used.
+"""
+
+from eipctl.net.errors import (
+    ForeignAddressError,
+    FrameError,
+    LinkNotFoundError,
+    NetError,
+    NetlinkError,
+    NetPermissionError,
+    SocketError,
+)
+from eipctl.net.link import (
+    Announcer,
+    Conflict,
+    IPAddress,
+    LinkAddress,
+    LinkBackend,
+    ManagedAddress,
+    Prober,
+)
+
+__all__ = [
+    "Announcer",
+    "Conflict",
+    "ForeignAddressError",
+    "FrameError",
+    "IPAddress",
+    "LinkAddress",
+    "LinkBackend",
+    "LinkNotFoundError",
+    "ManagedAddress",
+    "NetError",
+    "NetPermissionError",
+    "NetlinkError",
+    "Prober",
+    "SocketError",
+]

@@ -1,0 +1,234 @@
+"""Network namespaces, veth pairs and bridges for tests, always cleaned up.
+
+Every namespace is named ``eipt-<pid>-<tag>`` so concurrent test runs (other sessions on a
+shared machine) never collide, and leftovers of dead runs are recognisable:
+`cleanup_leftovers()` removes namespaces whose owning pid is gone. Links are created
+*inside* the test namespaces (``ip -n A link add ... peer name ... netns B``), so the host
+namespace never sees a test link, not even briefly.
+
+Typical use::
+
+    with TestBed() as bed:
+        a, b = bed.namespace("a"), bed.namespace("b")
+        bed.veth(a, "ea0", b, "eb0")
+        a.ip("addr add 192.0.2.1/24 dev ea0")
+        await run_in_netns(a.name, some_function, arg)   # code that opens sockets
+
+Only TEST-NET addresses belong in here (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24,
+2001:db8::/32).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import inspect
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+PREFIX = "eipt-"
+CLONE_NEWNET = 0x40000000
+_NAME = re.compile(rf"^{PREFIX}(\d+)-")
+_counter = itertools.count()
+_T = TypeVar("_T")
+
+
+def skip_reason() -> str | None:
+    """Why netns tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (creates network namespaces)"
+    if shutil.which("ip") is None:
+        return "needs iproute2's `ip`"
+    return None
+
+
+def sh(*args: str, check: bool = True) -> str:
+    """Run a command (no shell); stderr is included in the error."""
+    proc = subprocess.run(args, capture_output=True, text=True, check=False, timeout=30)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def list_namespaces() -> list[str]:
+    return [line.split()[0] for line in sh("ip", "netns", "list").splitlines() if line.strip()]
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process exists (leftover detection)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_pid_alive = pid_alive  # older name, used by tests/e2e/testbed
+
+
+def cleanup_leftovers() -> list[str]:
+    """Delete ``eipt-`` namespaces left by test runs that are no longer alive."""
+    removed = []
+    for name in list_namespaces():
+        m = _NAME.match(name)
+        if m and not pid_alive(int(m.group(1))):
+            sh("ip", "netns", "del", name, check=False)
+            removed.append(name)
+    return removed
+
+
+@dataclass
+class Namespace:
+    name: str
+
+    def ip(self, args: str, check: bool = True) -> str:
+        """``ip -n <ns> <args>``, e.g. ``ns.ip("-4 addr show dev ea0")``."""
+        return sh("ip", "-n", self.name, *args.split(), check=check)
+
+    def exec(self, *args: str, check: bool = True) -> str:
+        return sh("ip", "netns", "exec", self.name, *args, check=check)
+
+    def sysctl(self, key: str, value: str | int) -> None:
+        self.exec("sysctl", "-qw", f"{key}={value}")
+
+    def mac(self, ifname: str) -> bytes:
+        out = self.ip(f"-o link show dev {ifname}")
+        m = re.search(r"link/ether ([0-9a-f:]{17})", out)
+        if m is None:
+            raise RuntimeError(f"no MAC for {ifname} in {self.name}: {out}")
+        return bytes.fromhex(m.group(1).replace(":", ""))
+
+
+@dataclass
+class TestBed:
+    """Owns namespaces; deleting a namespace deletes its links, so teardown is one loop."""
+
+    __test__ = False  # not a pytest class
+    run_id: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{next(_counter)}")
+    namespaces: list[Namespace] = field(default_factory=list)
+
+    def __enter__(self) -> TestBed:
+        cleanup_leftovers()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        errors = []
+        for ns in reversed(self.namespaces):
+            try:
+                sh("ip", "netns", "del", ns.name)
+            except RuntimeError as err:  # keep going: remove all we can
+                errors.append(str(err))
+        self.namespaces.clear()
+        if errors:
+            raise RuntimeError("; ".join(errors))
+
+    def namespace(self, tag: str, *, ipv6_dad: bool = False) -> Namespace:
+        """A new namespace with lo up. DAD off by default so test links are usable at once."""
+        ns = Namespace(f"{self.run_id}-{tag}")
+        sh("ip", "netns", "add", ns.name)
+        self.namespaces.append(ns)
+        ns.ip("link set lo up")
+        if not ipv6_dad:
+            ns.sysctl("net.ipv6.conf.all.accept_dad", 0)
+            ns.sysctl("net.ipv6.conf.default.accept_dad", 0)
+        return ns
+
+    def veth(self, a: Namespace, a_if: str, b: Namespace, b_if: str, *, up: bool = True) -> None:
+        """A veth pair from `a` (named `a_if`) to `b` (named `b_if`), created inside `a`."""
+        a.ip(f"link add {a_if} type veth peer name {b_if} netns {b.name}")
+        if up:
+            a.ip(f"link set {a_if} up")
+            b.ip(f"link set {b_if} up")
+
+    def bridge(self, ns: Namespace, name: str, ports: list[str]) -> None:
+        """A bridge in `ns` enslaving `ports` (links already in `ns`); all set up."""
+        ns.ip(f"link add {name} type bridge")
+        for port in ports:
+            ns.ip(f"link set {port} master {name}")
+            ns.ip(f"link set {port} up")
+        ns.ip(f"link set {name} up")
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def enter_netns(name: str) -> None:
+    """Move the *calling thread* into namespace `name`, for good (use a dedicated thread)."""
+    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns({name}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+@overload
+def call_in_netns(
+    name: str, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any, **kwargs: Any
+) -> _T: ...
+@overload
+def call_in_netns(name: str, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T: ...
+def call_in_netns(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run `fn(*args, **kwargs)` in a fresh thread that joined namespace `name`; return its result.
+
+    A fresh thread, never a pooled one, because setns() changes the calling thread for good.
+    A coroutine function is run with its own event loop inside that thread.
+    """
+    result: list[Any] = []
+    error: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            enter_netns(name)
+            value = fn(*args, **kwargs)
+            if inspect.iscoroutine(value):
+                value = asyncio.run(value)
+            result.append(value)
+        except BaseException as exc:
+            error.append(exc)
+
+    thread = threading.Thread(target=body, name=f"netns-{name}", daemon=True)
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+async def run_in_netns(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`call_in_netns` without blocking the caller's event loop."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def body() -> None:
+        try:
+            value = call_in_netns(name, fn, *args, **kwargs)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(_settle, future, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, future, value, None)
+
+    threading.Thread(target=body, daemon=True).start()
+    return await future
+
+
+def _settle(future: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(value)
