@@ -1,0 +1,135 @@
+"""Kubernetes Events for operators: `kubectl describe` shows why eipctl did what it did.
+
+Recording an Event is best effort: it never raises into the caller and never blocks it
+(`emit` schedules the post). Repeats of the same (object, type, reason, message) bump the
+existing Event's count instead of creating a new one, as client-go's correlator does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import OrderedDict
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+
+import structlog
+
+from eipctl.kube.client import EVENTS, Obj, ResourceRef, Subresource
+from eipctl.kube.errors import NotFound
+
+log = structlog.get_logger(__name__)
+
+EventType = Literal["Normal", "Warning"]
+
+
+class EventApi(Protocol):
+    async def create(self, ref: ResourceRef, obj: Obj, namespace: str | None = None) -> Obj: ...
+    async def patch(
+        self,
+        ref: ResourceRef,
+        name: str,
+        patch: Obj,
+        namespace: str | None = None,
+        sub: Subresource = None,
+    ) -> Obj: ...
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    """Posts core/v1 Events about objects, as `component` (e.g. "eipctl-scheduler")."""
+
+    def __init__(
+        self, api: EventApi, component: str, *, host: str = "", max_remembered: int = 4096
+    ) -> None:
+        self.api = api
+        self.component = component
+        self.host = host
+        self._max = max_remembered
+        self._seen: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None:
+        """Fire and forget: schedule `record` without awaiting it."""
+        try:
+            task = asyncio.get_running_loop().create_task(
+                self.record(involved, type_, reason, message)
+            )
+        except RuntimeError:  # no running loop: nothing to post with
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def flush(self) -> None:
+        """Wait for scheduled posts (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def record(self, involved: Obj, type_: EventType, reason: str, message: str) -> None:
+        """Post (or bump) the Event; errors are logged, never raised."""
+        try:
+            await self._record(involved, type_, reason, message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("event_post_failed", reason=reason, error=repr(exc))
+
+    async def _record(self, involved: Obj, type_: EventType, reason: str, message: str) -> None:
+        meta = involved.get("metadata") or {}
+        ns = meta.get("namespace") or "default"  # cluster-scoped objects: events in default
+        ident = (
+            str(meta.get("uid") or ""),
+            str(involved.get("kind") or ""),
+            ns,
+            str(meta.get("name") or ""),
+            type_,
+            reason,
+            message,
+        )
+        now = _now()
+        known = self._seen.get(ident)
+        if known is not None:
+            name, event_ns, count = known
+            self._seen[ident] = (name, event_ns, count + 1)
+            self._seen.move_to_end(ident)
+            patch: Obj = {"count": count + 1, "lastTimestamp": now}
+            try:
+                await self.api.patch(EVENTS, name, patch, event_ns)
+                return
+            except NotFound:  # the Event expired server-side: start a new one
+                self._seen.pop(ident, None)
+        name = f"{meta.get('name', 'unknown')}.{uuid.uuid4().hex[:16]}"
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ns},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion", ""),
+                "kind": involved.get("kind", ""),
+                "name": meta.get("name", ""),
+                "namespace": meta.get("namespace", ""),
+                "uid": meta.get("uid", ""),
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message,
+            "source": {"component": self.component, "host": self.host},
+            "reportingComponent": self.component,
+            "reportingInstance": self.host,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self._seen[ident] = (name, ns, 1)
+        if len(self._seen) > self._max:
+            self._seen.popitem(last=False)
+        try:
+            await self.api.create(EVENTS, body, ns)
+        except BaseException:
+            self._seen.pop(ident, None)
+            raise
+        log.debug("event_posted", object=meta.get("name"), reason=reason, type=type_)

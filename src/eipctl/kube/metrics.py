@@ -1,0 +1,44 @@
+"""Prometheus metrics of the API machinery, on the process-wide registry."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter
+
+from eipctl.metrics import REGISTRY
+
+WRITER_WRITES = Counter(
+    "eipctl_writer_writes",
+    "Successful writes (update/create/delete/patch) sent by the serialized writer.",
+    ["resource", "verb"],
+    registry=REGISTRY,
+)
+WRITER_CONFLICTS = Counter(
+    "eipctl_writer_conflicts",
+    "409 Conflicts met by the serialized writer (each one re-read and re-applied).",
+    ["resource"],
+    registry=REGISTRY,
+)
+WRITER_RETRIES = Counter(
+    "eipctl_writer_retries",
+    "Writer attempts retried after a retryable error (5xx, 429, transport).",
+    ["resource"],
+    registry=REGISTRY,
+)
+WRITER_COALESCED = Counter(
+    "eipctl_writer_coalesced",
+    "Mutations folded into another pending write of the same object.",
+    ["resource"],
+    registry=REGISTRY,
+)
+WATCH_RESTARTS = Counter(
+    "eipctl_watch_restarts",
+    "Watch streams re-opened (dropped connection, timeout, error).",
+    ["resource"],
+    registry=REGISTRY,
+)
+WATCH_RELISTS = Counter(
+    "eipctl_watch_relists",
+    "Full relists after 410 Gone (or on start).",
+    ["resource"],
+    registry=REGISTRY,
+)

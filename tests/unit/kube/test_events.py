@@ -1,0 +1,53 @@
+"""EventRecorder: posts, dedups by bumping count, never raises."""
+
+from __future__ import annotations
+
+from eipctl.kube.client import EVENTS
+from eipctl.kube.errors import ServerError
+from eipctl.kube.events import EventRecorder
+
+from .kube_fakes import FakeApi
+
+CLAIM = {
+    "apiVersion": "eipctl.io/v1alpha1",
+    "kind": "IpClaim",
+    "metadata": {"name": "203-0-113-7", "uid": "u1", "resourceVersion": "5"},
+}
+
+
+def events(api: FakeApi) -> list[dict]:
+    return [o for (p, _), o in api.objects.items() if p == EVENTS.plural]
+
+
+async def test_repeats_bump_count_and_distinct_messages_make_new_events() -> None:
+    api = FakeApi()
+    rec = EventRecorder(api, "eipctl-scheduler")
+    for _ in range(3):
+        await rec.record(CLAIM, "Normal", "Scheduled", "placed on n1")
+    await rec.record(CLAIM, "Warning", "NoNode", "no live node")
+    evs = sorted(events(api), key=lambda e: e["reason"])
+    assert [(e["reason"], e["count"]) for e in evs] == [("NoNode", 1), ("Scheduled", 3)]
+    ev = evs[1]
+    assert ev["metadata"]["namespace"] == "default"  # cluster-scoped object
+    assert ev["involvedObject"]["name"] == "203-0-113-7"
+    assert ev["source"]["component"] == "eipctl-scheduler"
+
+
+async def test_failures_are_swallowed_and_emit_is_fire_and_forget() -> None:
+    api = FakeApi()
+    rec = EventRecorder(api, "c")
+    api.faults = [ServerError(500, "InternalError", "boom")]
+    await rec.record(CLAIM, "Normal", "X", "m")  # does not raise
+    rec.emit(CLAIM, "Normal", "X", "m")
+    await rec.flush()
+    assert [e["count"] for e in events(api)] == [1]
+
+
+async def test_expired_event_is_recreated() -> None:
+    api = FakeApi()
+    rec = EventRecorder(api, "c")
+    await rec.record(CLAIM, "Normal", "X", "m")
+    (key,) = [k for (p, k) in api.objects if p == EVENTS.plural]
+    api.remove(EVENTS, key)
+    await rec.record(CLAIM, "Normal", "X", "m")
+    assert [e["count"] for e in events(api)] == [1]

@@ -1,0 +1,164 @@
+"""WorkQueue: dedup, one worker per key, re-run of keys changed in flight, backoff, drain."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from eipctl.kube.workqueue import (
+    DONE,
+    Backoff,
+    Result,
+    ShutDown,
+    WorkQueue,
+    requeue_after,
+    retry,
+    run_workers,
+)
+
+
+async def test_pending_keys_are_deduplicated() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for k in ["a", "b", "a", "a", "b"]:
+        q.add(k)
+    assert len(q) == 2
+    assert [await q.get(), await q.get()] == ["a", "b"]
+
+
+async def test_key_added_while_processing_runs_again_after_done_not_concurrently() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    key = await q.get()
+    q.add("a")  # changed while in flight
+    assert len(q) == 0  # not handed to a second worker
+    getter = asyncio.create_task(q.get())
+    await asyncio.sleep(0.01)
+    assert not getter.done()
+    q.done(key)
+    assert await asyncio.wait_for(getter, 1) == "a"
+
+
+async def test_add_after_fires_once_at_earliest_deadline() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    q.add_after("a", 0.2)
+    q.add_after("a", 0.05)
+    q.add_after("a", 0.3)
+    assert await asyncio.wait_for(q.get(), 1) == "a"
+    assert 0.04 <= loop.time() - t0 < 0.2
+    q.done("a")
+    await asyncio.sleep(0.3)
+    assert len(q) == 0
+
+
+async def test_rate_limited_retries_back_off_per_key_and_forget_resets() -> None:
+    q: WorkQueue[str] = WorkQueue(backoff=Backoff(base=0.01, cap=1.0, jitter=0.0))
+    assert [q.backoff.delay(n) for n in range(4)] == [0.01, 0.02, 0.04, 0.08]
+    q.add_rate_limited("a")
+    q.add_rate_limited("a")
+    assert q.failures("a") == 2
+    q.forget("a")
+    assert q.failures("a") == 0
+    assert q.backoff.delay(100) == 1.0
+
+
+async def test_workers_never_process_one_key_twice_at_once_and_converge() -> None:
+    q: WorkQueue[int] = WorkQueue()
+    active: set[int] = set()
+    overlaps = 0
+    seen_version: dict[int, int] = {}
+    version: dict[int, int] = {}
+
+    async def handler(key: int) -> Result:
+        nonlocal overlaps
+        if key in active:
+            overlaps += 1
+        active.add(key)
+        v = version[key]
+        await asyncio.sleep(0.001)
+        seen_version[key] = v
+        active.discard(key)
+        return DONE
+
+    runner = asyncio.create_task(run_workers(q, handler, workers=8))
+    for round_ in range(20):
+        for key in range(30):
+            version[key] = round_
+            q.add(key)
+        await asyncio.sleep(0.0005)
+    async with asyncio.timeout(5):
+        await q.wait_idle()
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    assert overlaps == 0
+    assert seen_version == {k: 19 for k in range(30)}  # every key processed at its final state
+
+
+async def test_handler_results_retry_requeue_and_exceptions() -> None:
+    q: WorkQueue[str] = WorkQueue(backoff=Backoff(base=0.001, jitter=0.0))
+    runs: Counter[str] = Counter()
+
+    async def handler(key: str) -> Result:
+        runs[key] += 1
+        if key == "flaky" and runs[key] < 4:
+            return retry(RuntimeError("not yet"))
+        if key == "boom" and runs[key] < 3:
+            raise ValueError("handler crashed")
+        if key == "poll" and runs[key] < 3:
+            return requeue_after(0.01)
+        return DONE
+
+    runner = asyncio.create_task(run_workers(q, handler, workers=2))
+    for k in ["flaky", "boom", "poll", "once"]:
+        q.add(k)
+    async with asyncio.timeout(5):
+        while runs != Counter(flaky=4, boom=3, poll=3, once=1):
+            await asyncio.sleep(0.005)
+        await q.wait_idle()
+    assert q.failures("flaky") == 0  # forgotten after success
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+
+
+async def test_shutdown_drains_queued_and_in_flight_work() -> None:
+    q: WorkQueue[int] = WorkQueue()
+    finished: list[int] = []
+
+    async def handler(key: int) -> None:
+        await asyncio.sleep(0.01)
+        finished.append(key)
+
+    for k in range(10):
+        q.add(k)
+    runner = asyncio.create_task(run_workers(q, handler, workers=2, drain_timeout=5))
+    await asyncio.sleep(0.005)
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    assert sorted(finished) == list(range(10))
+    q.add(99)  # ignored after shutdown
+    with pytest.raises(ShutDown):
+        await q.get()
+
+
+async def test_drain_timeout_cancels_stuck_work() -> None:
+    q: WorkQueue[int] = WorkQueue()
+    cancelled = asyncio.Event()
+
+    async def handler(key: int) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    q.add(1)
+    runner = asyncio.create_task(run_workers(q, handler, workers=1, drain_timeout=0.05))
+    await asyncio.sleep(0.01)
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+    assert cancelled.is_set()
