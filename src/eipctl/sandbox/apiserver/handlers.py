@@ -1,0 +1,340 @@
+"""The resource verbs over HTTP: get, list, watch, create, update, patch, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from . import errors, patching, schema, tables
+from .errors import ApiError
+from .faults import Faults
+from .resources import ResourceType
+from .selectors import combine, field_selector, label_selector
+from .store import Store
+from .watch import encode_line
+
+Obj = dict[str, Any]
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_TRUE = ("true", "True", "1", "t", "T", "TRUE")
+
+
+def json_response(obj: Any, status: int = 200) -> web.Response:
+    """A JSON body with the content type client-go expects."""
+    return web.Response(body=_dumps(obj).encode(), status=status, content_type="application/json")
+
+
+def error_response(err: ApiError) -> web.Response:
+    """A Status body for an error."""
+    return json_response(err.status(), err.code)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resource URL names."""
+
+    rt: ResourceType
+    namespace: str
+    name: str
+    sub: str
+
+
+def parse_target(store: Store, path: str) -> Target | None:
+    """Split /api/v1/... or /apis/g/v/... into type, namespace, name, subresource."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 2 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        return None
+    rt = store.registry.lookup(group, version, rest[0])
+    if namespace and not rt.namespaced:
+        raise ApiError(404, "the server could not find the requested resource", "NotFound")
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    if sub and not (sub == "status" and rt.has_status):
+        raise ApiError(404, "the server could not find the requested resource", "NotFound")
+    return Target(rt, namespace, name, sub)
+
+
+async def _body(request: web.Request) -> Any:
+    ctype = request.headers.get("Content-Type", "")
+    if "protobuf" in ctype or "cbor" in ctype:
+        raise ApiError(
+            415,
+            f"the body of the request was in an unknown format - accepted media "
+            f"types include: application/json, application/yaml ({ctype} is not supported)",
+            "UnsupportedMediaType",
+        )
+    raw = await request.read()
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        import yaml
+
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"the body could not be decoded: {exc}") from None
+
+
+def _with_version(rt: ResourceType, obj: Obj) -> Obj:
+    """The object as seen at the requested version (stored once per group/plural)."""
+    if obj.get("apiVersion") == rt.group_version:
+        return obj
+    return {**obj, "apiVersion": rt.group_version}
+
+
+class Handlers:
+    """Verb handlers bound to one store and one set of faults."""
+
+    def __init__(self, store: Store, faults: Faults) -> None:
+        self.store = store
+        self.faults = faults
+
+    async def resource(self, request: web.Request) -> web.StreamResponse:
+        """Dispatch a resource URL by method."""
+        t = parse_target(self.store, request.path)
+        if t is None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        q = request.query
+        dry = bool(q.getall("dryRun", []))
+        m = request.method
+        if t.sub and m not in ("GET", "PUT", "PATCH"):
+            raise errors.method_not_allowed(m, request.path)
+        if m == "GET":
+            if t.name:
+                obj = _with_version(t.rt, self.store.get_object(t.rt, t.namespace, t.name))
+                return self._maybe_table(
+                    request,
+                    t.rt,
+                    [obj],
+                    {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                    obj,
+                )
+            if q.get("watch") in _TRUE:
+                return await self.watch(request, t)
+            return self.collection(request, t)
+        if m == "POST" and not t.name:
+            body = await self._object_body(request, t)
+            self._strict(request, t.rt, body)
+            obj = self.store.create_object(t.rt, t.namespace, body, dry_run=dry)
+            return json_response(_with_version(t.rt, obj), 201)
+        if m == "PUT" and t.name:
+            body = await self._object_body(request, t)
+            self._strict(request, t.rt, body)
+            obj = self.store.update_object(
+                t.rt, t.namespace, t.name, body, subresource=t.sub or None, dry_run=dry
+            )
+            return json_response(_with_version(t.rt, obj))
+        if m == "PATCH" and t.name:
+            return await self.patch(request, t, dry)
+        if m == "DELETE":
+            body = await _body(request) or {}
+            if not t.name:
+                return self.delete_collection(request, t)
+            pre = body.get("preconditions") if isinstance(body, dict) else None
+            obj = self.store.delete_object(t.rt, t.namespace, t.name, pre, dry_run=dry)
+            return json_response(_with_version(t.rt, obj))
+        raise errors.method_not_allowed(m, request.path)
+
+    async def _object_body(self, request: web.Request, t: Target) -> Obj:
+        body = await _body(request)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        kind, api_version = body.get("kind"), body.get("apiVersion")
+        if api_version and api_version != t.rt.group_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected "
+                f"API version ({t.rt.group_version})"
+            )
+        if kind and kind != t.rt.kind:
+            raise errors.bad_request(
+                f"the kind in the data ({kind}) does not match the expected kind ({t.rt.kind})"
+            )
+        return body
+
+    def _strict(self, request: web.Request, rt: ResourceType, body: Obj) -> None:
+        """fieldValidation=Strict: unknown fields are a 400, as with the real apiserver."""
+        if request.query.get("fieldValidation") != "Strict" or not rt.from_crd:
+            return
+        unknown = schema.unknown_fields(rt.schema, body)
+        if unknown:
+            detail = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise errors.bad_request(f"strict decoding error: {detail}")
+
+    def _maybe_table(
+        self, request: web.Request, rt: ResourceType, objs: list[Obj], meta: Obj, plain: Obj
+    ) -> web.Response:
+        if tables.wants_table(request.headers.get("Accept", "")):
+            include = request.query.get("includeObject", "Metadata")
+            return json_response(tables.to_table(rt, objs, meta, include))
+        return json_response(plain)
+
+    def collection(self, request: web.Request, t: Target) -> web.Response:
+        """List with selectors and limit/continue; the collection carries the store revision."""
+        q = request.query
+        pred = combine(
+            label_selector(q.get("labelSelector")), field_selector(q.get("fieldSelector"))
+        )
+        objs = self.store.list_objects(t.rt, t.namespace or None, pred)
+        meta: Obj = {"resourceVersion": str(self.store.revision)}
+        if q.get("continue"):
+            try:
+                after = tuple(json.loads(base64.urlsafe_b64decode(q["continue"]))["start"])
+            except (ValueError, KeyError, TypeError):
+                raise errors.bad_request("invalid continue token") from None
+            objs = [
+                o
+                for o in objs
+                if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > after
+            ]
+        limit = int(q.get("limit") or 0)
+        if 0 < limit < len(objs):
+            last = objs[limit - 1]["metadata"]
+            token = {"start": [last.get("namespace", ""), last["name"]]}
+            meta["continue"] = base64.urlsafe_b64encode(_dumps(token).encode()).decode()
+            meta["remainingItemCount"] = len(objs) - limit
+            objs = objs[:limit]
+        items = [_with_version(t.rt, o) for o in objs]
+        plain = {
+            "kind": f"{t.rt.kind}List",
+            "apiVersion": t.rt.group_version,
+            "metadata": meta,
+            "items": items,
+        }
+        return self._maybe_table(request, t.rt, items, meta, plain)
+
+    async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        """Stream events as JSON lines until timeoutSeconds, a dropped watch, or disconnect."""
+        q = request.query
+        pred = combine(
+            label_selector(q.get("labelSelector")), field_selector(q.get("fieldSelector"))
+        )
+        rv = q.get("resourceVersion", "")
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        try:
+            if rv not in ("", "0") and self.faults.take_gone():
+                raise errors.gone(f"too old resource version: {rv} (forced by fault injection)")
+            w = self.store.watch(
+                t.rt,
+                t.namespace or None,
+                pred,
+                rv,
+                q.get("allowWatchBookmarks") in _TRUE,
+                initial_events=q.get("sendInitialEvents") in _TRUE,
+                render=self._table_render(request, t.rt),
+            )
+        except ApiError as err:
+            if err.code != 410:
+                raise
+            await resp.prepare(request)
+            await resp.write(encode_line("ERROR", err.status()))
+            return resp
+        await resp.prepare(request)
+        timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    if self.faults.paused:  # a paused server sends nothing, watches included
+                        await self.faults.wait_resumed()
+                    if w.buf:
+                        data = w.take()
+                        if data:
+                            await resp.write(data)
+                        continue
+                    if w.closed:
+                        break
+                    w.wake.clear()
+                    await w.wake.wait()
+        except TimeoutError:
+            pass
+        finally:
+            self.store.unwatch(w)
+        with contextlib.suppress(ConnectionError):
+            await resp.write_eof()
+        return resp
+
+    def _table_render(
+        self, request: web.Request, rt: ResourceType
+    ) -> Callable[[str, Obj], bytes] | None:
+        """For `kubectl get -w`: every event carries a one-row Table."""
+        if not tables.wants_table(request.headers.get("Accept", "")):
+            return None
+        include = request.query.get("includeObject", "Metadata")
+
+        def render(kind: str, obj: Obj) -> bytes:
+            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            return encode_line(kind, tables.to_table(rt, [_with_version(rt, obj)], meta, include))
+
+        return render
+
+    async def patch(self, request: web.Request, t: Target, dry: bool) -> web.Response:
+        """Apply the patch to the current object, then update with its resourceVersion
+        (a patch that carries metadata.resourceVersion gets the usual conflict check)."""
+        ctype = request.headers.get("Content-Type", "")
+        if ctype.startswith(patching.APPLY):
+            raise ApiError(
+                415,
+                "server-side apply is not supported by the eipctl emulator",
+                "UnsupportedMediaType",
+            )
+        patch = await _body(request)
+        current = self.store.get_object(t.rt, t.namespace, t.name)
+        patched = patching.apply_patch(ctype, current, patch, t.rt.from_crd)
+        if not ctype.startswith(patching.JSON_PATCH):
+            patched = copy.deepcopy(patched)  # merges share untouched parts with the stored object
+        if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+            raise errors.bad_request("the patched object is not a Kubernetes object")
+        self._strict(request, t.rt, patched)
+        if not patched["metadata"].get("resourceVersion"):
+            patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        obj = self.store.update_object(
+            t.rt,
+            t.namespace,
+            t.name,
+            patched,
+            subresource=t.sub or None,
+            from_patch=True,
+            dry_run=dry,
+        )
+        return json_response(_with_version(t.rt, obj))
+
+    def delete_collection(self, request: web.Request, t: Target) -> web.Response:
+        """DELETE on a collection: every object the selectors match."""
+        q = request.query
+        pred = combine(
+            label_selector(q.get("labelSelector")), field_selector(q.get("fieldSelector"))
+        )
+        objs: list[Obj] = list(self.store.list_objects(t.rt, t.namespace or None, pred))
+        items = []
+        for o in objs:
+            meta = o["metadata"]
+            with contextlib.suppress(ApiError):
+                items.append(
+                    self.store.delete_object(t.rt, meta.get("namespace", ""), meta["name"])
+                )
+        return json_response(
+            {
+                "kind": f"{t.rt.kind}List",
+                "apiVersion": t.rt.group_version,
+                "metadata": {"resourceVersion": str(self.store.revision)},
+                "items": items,
+            }
+        )

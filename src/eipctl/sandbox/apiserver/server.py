@@ -1,0 +1,173 @@
+"""ApiServer: the emulator's lifecycle (start, restart, stop) and its kubeconfig."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import socket
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import structlog
+import yaml
+from aiohttp import web
+
+from .app import Routes, make_app
+from .faults import Faults
+from .store import Store
+from .tls import ServingCert, make_serving_cert
+
+log = structlog.get_logger(__name__)
+
+
+def _read_yaml_files(directory: Path) -> list[str]:
+    return [f.read_text() for f in sorted(directory.glob("*.y*ml"))]
+
+
+class ApiServer:
+    """An in-process Kubernetes API emulator on the running asyncio loop.
+
+    `store` gives tests direct access (`srv.store.get(group, plural, name, namespace)`,
+    `.list`, `.create`, `.update`, `.delete`, `.revision`); `faults` injects failures.
+    """
+
+    def __init__(
+        self,
+        history_window: int = 1000,
+        bookmark_interval: float = 5.0,
+        token: str | None = None,
+        shutdown_timeout: float = 1.0,
+        tls: bool = False,
+    ) -> None:
+        self.store = Store(history_window)
+        self.faults = Faults(self.store.close_watchers)
+        self.bookmark_interval = bookmark_interval
+        self.token = token
+        self.shutdown_timeout = shutdown_timeout
+        self.tls = tls
+        self._cert: ServingCert | None = None
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._routes = Routes(self.store, self.faults, token, self.restart)
+        self._runner: web.AppRunner | None = None
+        self._bookmarks: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:PORT (https with tls=True)."""
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Listen on host:port (0 picks a free port) and start sending bookmarks."""
+        self.host = host
+        if self.tls and self._cert is None:
+            self._cert = await make_serving_cert(host)
+        await self._listen(port)
+        if self._bookmarks is None and self.bookmark_interval > 0:
+            self._bookmarks = asyncio.create_task(
+                self.store.hub.run_bookmarks(self.bookmark_interval, lambda: self.store.revision)
+            )
+        log.info("apiserver started", url=self.url)
+
+    async def _listen(self, port: int) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, port))
+        self.port = sock.getsockname()[1]
+        runner = web.AppRunner(
+            make_app(self._routes),
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=self.shutdown_timeout,
+        )
+        await runner.setup()
+        ctx = self._cert.context if self._cert is not None else None
+        site = web.SockSite(runner, sock, ssl_context=ctx)
+        await site.start()
+        self._runner = runner
+
+    async def _close(self) -> None:
+        self.store.close_watchers()
+        self.faults.resume()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def restart(self) -> None:
+        """Close every connection (watches included) and listen again on the same port;
+        the data, revision and history survive, as they would with etcd behind a restart."""
+        log.info("apiserver restarting", url=self.url)
+        await self._close()
+        await self._listen(self.port)
+
+    async def stop(self) -> None:
+        """Close everything; safe to call twice."""
+        if self._bookmarks is not None:
+            self._bookmarks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._bookmarks
+            self._bookmarks = None
+        await self._close()
+        log.info("apiserver stopped", url=self.url)
+
+    async def __aenter__(self) -> ApiServer:
+        if self._runner is None:
+            await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def kubeconfig(
+        self, context: str = "eipctl-sandbox", namespace: str = "default"
+    ) -> dict[str, Any]:
+        """A kubeconfig dict pointing at this server."""
+        user: dict[str, Any] = {"token": self.token} if self.token else {}
+        cluster: dict[str, Any] = {"server": self.url}
+        if self._cert is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(self._cert.cert_pem).decode()
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": cluster}],
+            "users": [{"name": context, "user": user}],
+            "contexts": [
+                {
+                    "name": context,
+                    "context": {"cluster": context, "user": context, "namespace": namespace},
+                }
+            ],
+            "current-context": context,
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: str | Path, context: str = "eipctl-sandbox") -> Path:
+        """Write a kubeconfig usable by kubectl and kubernetes_asyncio; returns the path."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(yaml.safe_dump(self.kubeconfig(context), sort_keys=False))
+        p.chmod(0o600)
+        return p
+
+    async def load_crds_from_dir(self, directory: str | Path) -> list[str]:
+        """Create (or replace) every CRD in the YAML files of a directory; returns names."""
+        group, plural = "apiextensions.k8s.io", "customresourcedefinitions"
+        names = []
+        texts = await asyncio.to_thread(_read_yaml_files, Path(directory))
+        for text in texts:
+            for doc in yaml.safe_load_all(text):
+                if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                name = doc["metadata"]["name"]
+                old = self.store.find(group, plural, name)
+                if old is None:
+                    self.store.create(group, plural, doc)
+                else:
+                    doc["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+                    self.store.update(group, plural, doc)
+                names.append(name)
+        return names
