@@ -1,0 +1,376 @@
+"""One level-based pass over the node's links: make them hold exactly the claims placed here.
+
+Every pass reads the whole desired state (the claim cache) and the whole actual state (the
+links), asks `core.addresses.plan` what differs and does it; there are no separate
+create/update/delete paths, so a missed event, a restart or a hand-made change heals on the
+next pass. Order inside a pass:
+
+1. remove managed addresses no longer placed here (or all of them while fenced);
+2. renew the lifetime of addresses already on the link (no probe, no announcement: a
+   restart never touches a working address);
+3. add the missing ones concurrently: probe, apply the take-over rule, add, announce in the
+   background, then report Bound;
+4. remove what was replaced by an add on another link (a claim that changed links);
+5. report conflicts and the IpNode's real addresses.
+
+Adds and renewals happen only while `Fence.may_hold()`; a fenced pass only removes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from eipctl.core.addresses import (
+    Address,
+    Blocked,
+    BlockReason,
+    ConflictDecision,
+    Fence,
+    HolderLiveness,
+    LinkView,
+    Liveness,
+    PlacedClaim,
+    conflict_decision,
+    links_to_inspect,
+    plan,
+)
+from eipctl.core.resources import IpClaim
+from eipctl.kube.client import Obj
+from eipctl.net.errors import ForeignAddressError, NetError
+from eipctl.net.link import Announcer, IPAddress, LinkBackend, Prober
+
+from .metrics import (
+    ADDRESS_CHANGES,
+    CLAIM_CONFLICTS,
+    MANAGED_ADDRESSES,
+    NET_ERRORS,
+    PASS_SECONDS,
+    TAKEOVERS,
+)
+from .status import StatusReporter, placed_claims
+
+log = structlog.get_logger(__name__)
+
+HolderHeartbeat = Callable[[str], Awaitable[int | None]]
+"""The heartbeat counter of another node's IpNode, or None if it has none."""
+
+
+class ClaimSource(Protocol):
+    @property
+    def has_synced(self) -> bool: ...
+    def objects(self) -> list[Obj]: ...
+
+
+@dataclass(frozen=True)
+class ReconcilerSettings:
+    node: str
+    default_link: str
+    address_lifetime: float
+    conflict_retry: float = 0.5
+    """Probe a conflicting claim again after this long."""
+    error_retry: float = 1.0
+    """Run another pass this soon after a failed link operation."""
+
+    @property
+    def valid_lft(self) -> int:
+        """netlink lifetimes are whole seconds; round up so they never undercut the flag."""
+        return max(1, math.ceil(self.address_lifetime))
+
+
+def _mac(mac: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in mac)
+
+
+class LinkReconciler:
+    def __init__(
+        self,
+        settings: ReconcilerSettings,
+        *,
+        backend: LinkBackend,
+        claims: ClaimSource,
+        fence: Fence,
+        status: StatusReporter,
+        announcer: Announcer,
+        prober: Prober | None = None,
+        holder_heartbeat: HolderHeartbeat | None = None,
+        holders: HolderLiveness | None = None,
+    ) -> None:
+        self.settings = settings
+        self._backend = backend
+        self._claims = claims
+        self._fence = fence
+        self._status = status
+        self._announcer = announcer
+        self._prober = prober
+        self._holder_heartbeat = holder_heartbeat
+        self._holders = holders or HolderLiveness(fence.node_timeout, time.monotonic)
+        self._links_used: set[str] = set()
+        self._announcing: dict[tuple[str, IPAddress], asyncio.Task[None]] = {}
+        self._missing_links_reported: set[str] = set()
+        self._waiting: dict[str, str] = {}  # claim -> conflict message, while it waits
+        self._retry: float | None = None
+
+    @property
+    def node(self) -> str:
+        return self.settings.node
+
+    # -- the pass ------------------------------------------------------------------------
+    async def reconcile(self, *, release: bool = False) -> float | None:
+        """One pass; returns how soon another pass is needed (None: no hurry).
+
+        `release` removes every managed address (fencing, --cleanup-on-exit).
+        """
+        started = time.monotonic()
+        self._retry = None
+        fenced = release or self._fence.fenced
+        if not fenced and not self._claims.has_synced:
+            return None  # never purge from a cache that has not listed yet
+        desired: list[PlacedClaim] = []
+        parsed: dict[str, IpClaim] = {}
+        if not fenced:
+            desired, parsed = placed_claims(
+                self._claims.objects(), self.node, self.settings.default_link
+            )
+        self._waiting = {k: v for k, v in self._waiting.items() if k in parsed}
+        links = links_to_inspect(self.settings.default_link, desired, self._links_used)
+        observed = await self._observe(links)
+        actions = plan(desired, observed, fenced=fenced)
+        may_hold = not fenced and self._fence.may_hold()
+        adding = {c.address.ip for c in actions.add} if may_hold else set()
+        reason = "released" if release else ("fenced" if fenced else "not-placed-here")
+        for addr in actions.remove:
+            if addr.ip not in adding:
+                await self._remove(addr, reason)
+        if may_hold:
+            for claim in actions.keep:
+                await self._renew(claim, parsed[claim.name])
+            await asyncio.gather(*(self._add(c, parsed[c.name]) for c in actions.add))
+        for addr in actions.remove:
+            if addr.ip in adding:
+                await self._remove(addr, "moved-to-another-link")
+        for blocked in actions.blocked:
+            self._report_blocked(blocked, parsed[blocked.claim.name])
+        await self._report_addresses(observed.keys())
+        PASS_SECONDS.observe(time.monotonic() - started)
+        return self._retry
+
+    async def release_all(self) -> None:
+        """Remove every managed address on the links this process knows (SIGTERM with
+        --cleanup-on-exit)."""
+        await self.reconcile(release=True)
+
+    async def close(self) -> None:
+        tasks = list(self._announcing.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- observing -----------------------------------------------------------------------
+    async def _observe(self, links: Iterable[str]) -> dict[str, LinkView]:
+        observed: dict[str, LinkView] = {}
+        for link in sorted(links):
+            try:
+                if not await self._backend.link_exists(link):
+                    continue
+                addresses = await self._backend.list_all(link)
+            except NetError as exc:
+                self._failed("list", exc, link=link)
+                continue
+            observed[link] = LinkView(
+                managed=frozenset((a.ip, a.prefixlen) for a in addresses if a.managed),
+                foreign=frozenset(a.ip for a in addresses if not a.managed),
+            )
+            self._missing_links_reported.discard(link)
+        return observed
+
+    # -- actions -------------------------------------------------------------------------
+    async def _remove(self, addr: Address, reason: str) -> None:
+        self._stop_announcing(addr.link, addr.ip)
+        try:
+            removed = await self._backend.remove(addr.link, addr.ip, addr.prefixlen)
+        except ForeignAddressError as exc:
+            log.error("address.remove.refused", address=str(addr), error=str(exc))
+            return
+        except NetError as exc:
+            self._failed("remove", exc, address=str(addr))
+            return
+        if removed:
+            ADDRESS_CHANGES.labels("remove").inc()
+            log.info("address.removed", address=str(addr), reason=reason, node=self.node)
+
+    async def _renew(self, placed: PlacedClaim, claim: IpClaim) -> None:
+        addr = placed.address
+        try:
+            await self._backend.add(addr.link, addr.ip, addr.prefixlen, self.settings.valid_lft)
+        except ForeignAddressError as exc:
+            self._conflict(claim, "AdminAddress", str(exc))
+            return
+        except NetError as exc:
+            self._failed("renew", exc, claim=claim.name, address=str(addr))
+            return
+        self._links_used.add(addr.link)
+        self._status.bound(claim)
+
+    async def _add(self, placed: PlacedClaim, claim: IpClaim) -> None:
+        addr = placed.address
+        decision = await self._decide(placed, claim)
+        if decision is ConflictDecision.WAIT:
+            return
+        if not self._fence.may_hold():  # the probe took time; the heartbeat may have failed
+            log.info("address.add.skipped", claim=claim.name, reason="heartbeat-stale")
+            return
+        try:
+            await self._backend.add(addr.link, addr.ip, addr.prefixlen, self.settings.valid_lft)
+        except ForeignAddressError as exc:
+            self._conflict(claim, "AdminAddress", str(exc))
+            return
+        except NetError as exc:
+            self._failed("add", exc, claim=claim.name, address=str(addr))
+            return
+        self._links_used.add(addr.link)
+        ADDRESS_CHANGES.labels("add").inc()
+        log.info("address.added", claim=claim.name, address=str(addr), decision=decision.value)
+        self._start_announcing(addr.link, addr.ip, claim.name)
+        self._status.bound(claim)
+
+    async def _decide(self, placed: PlacedClaim, claim: IpClaim) -> ConflictDecision:
+        """Probe first (unless shared or probing is off) and apply the take-over rule."""
+        addr = placed.address
+        if placed.shared or self._prober is None:
+            return ConflictDecision.ADD
+        try:
+            conflict = await self._prober(addr.link, addr.ip)
+        except NetError as exc:  # cannot probe: the API says the IP is ours, so add
+            self._failed("probe", exc, claim=claim.name, address=str(addr))
+            return ConflictDecision.ADD
+        mac = None if conflict is None else conflict.mac
+        holder = claim.status.bound_node or None
+        liveness: Liveness | None = None
+        if mac is not None and holder and holder != self.node:
+            liveness = await self._holder_liveness(holder)
+        decision = conflict_decision(
+            answered=mac is not None,
+            previous_holder=holder,
+            own_node=self.node,
+            holder_liveness=liveness,
+        )
+        if decision is ConflictDecision.TAKE_OVER:
+            TAKEOVERS.inc()
+            log.warning(
+                "address.takeover",
+                claim=claim.name,
+                address=str(addr),
+                mac=_mac(mac or b""),
+                previous_holder=holder,
+            )
+        elif decision is ConflictDecision.WAIT:
+            who = (
+                f"previous holder {holder} is live"
+                if liveness is Liveness.LIVE
+                else ("no previous holder is known")
+            )
+            message = f"{_mac(mac or b'')} already answers for {addr.ip}; {who}"
+            # one warning per new situation; the retries that find it unchanged are debug
+            level = log.debug if self._waiting.get(claim.name) == message else log.warning
+            self._waiting[claim.name] = message
+            level(
+                "address.conflict",
+                claim=claim.name,
+                address=str(addr),
+                mac=_mac(mac or b""),
+                previous_holder=holder,
+                holder_liveness=liveness.value if liveness else None,
+            )
+            self._conflict(claim, "AddressInUse", message)
+        if decision is not ConflictDecision.WAIT:
+            self._waiting.pop(claim.name, None)
+        return decision
+
+    async def _holder_liveness(self, holder: str) -> Liveness | None:
+        if self._holder_heartbeat is None:
+            return None
+        try:
+            heartbeat = await self._holder_heartbeat(holder)
+        except Exception as exc:  # unknown: do not take over on a guess
+            log.info("holder.lookup.failed", holder=holder, error=repr(exc))
+            return None
+        return self._holders.observe(holder, heartbeat)
+
+    # -- announcements -------------------------------------------------------------------
+    def _start_announcing(self, link: str, ip: IPAddress, claim: str) -> None:
+        self._stop_announcing(link, ip)
+        task = asyncio.create_task(self._announce(link, ip, claim), name=f"announce-{ip}")
+        self._announcing[(link, ip)] = task
+        task.add_done_callback(lambda t: self._forget_announcement((link, ip), t))
+
+    def _forget_announcement(self, key: tuple[str, IPAddress], task: asyncio.Task[None]) -> None:
+        if self._announcing.get(key) is task:
+            del self._announcing[key]
+
+    def _stop_announcing(self, link: str, ip: IPAddress) -> None:
+        task = self._announcing.pop((link, ip), None)
+        if task is not None:
+            task.cancel()
+
+    async def _announce(self, link: str, ip: IPAddress, claim: str) -> None:
+        try:
+            await self._announcer(link, ip)
+        except NetError as exc:
+            NET_ERRORS.labels("announce").inc()
+            log.warning("address.announce.failed", claim=claim, ip=str(ip), error=str(exc))
+
+    # -- reporting -----------------------------------------------------------------------
+    def _conflict(self, claim: IpClaim, reason: str, message: str) -> None:
+        CLAIM_CONFLICTS.labels(reason).inc()
+        self._status.conflict(claim, claim.to_dict(), reason, message)
+        self._retry_in(self.settings.conflict_retry)
+
+    def _report_blocked(self, blocked: Blocked, claim: IpClaim) -> None:
+        addr = blocked.claim.address
+        if blocked.reason is BlockReason.ADMIN_ADDRESS:
+            msg = f"{addr.ip} is on {addr.link} but was not added by eipctl"
+            log.warning("claim.blocked", claim=claim.name, reason=blocked.reason.value, msg=msg)
+            self._conflict(claim, blocked.reason.value, msg)
+        elif blocked.reason is BlockReason.DUPLICATE_IP:
+            msg = f"another claim placed on {self.node} holds {addr.ip}"
+            log.warning("claim.blocked", claim=claim.name, reason=blocked.reason.value, msg=msg)
+            self._conflict(claim, blocked.reason.value, msg)
+        elif addr.link not in self._missing_links_reported:
+            self._missing_links_reported.add(addr.link)
+            log.warning("claim.blocked", claim=claim.name, reason="LinkMissing", link=addr.link)
+            self._retry_in(self.settings.error_retry)
+
+    async def _report_addresses(self, links: Iterable[str]) -> None:
+        held: set[tuple[int, int, int]] = set()
+        for link in links:
+            try:
+                managed = await self._backend.list_managed(link)
+            except NetError as exc:
+                self._failed("list", exc, link=link)
+                return
+            held.update((a.ip.version, int(a.ip), a.prefixlen) for a in managed)
+        MANAGED_ADDRESSES.set(len(held))
+        texts = [_text(version, value, prefixlen) for version, value, prefixlen in sorted(held)]
+        if not self._fence.fenced:
+            self._status.node_addresses(texts)
+
+    def _failed(self, op: str, exc: NetError, **fields: str) -> None:
+        NET_ERRORS.labels(op).inc()
+        log.warning(f"link.{op}.failed", error=str(exc), **fields)
+        self._retry_in(self.settings.error_retry)
+
+    def _retry_in(self, seconds: float) -> None:
+        self._retry = seconds if self._retry is None else min(self._retry, seconds)
+
+
+def _text(version: int, value: int, prefixlen: int) -> str:
+    ip: IPAddress = ipaddress.IPv4Address(value) if version == 4 else ipaddress.IPv6Address(value)
+    return f"{ip}/{prefixlen}"

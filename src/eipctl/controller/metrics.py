@@ -1,0 +1,62 @@
+"""Metrics of the node controller, on the process-wide registry."""
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from eipctl.metrics import REGISTRY
+
+HEARTBEATS = Counter(
+    "eipctl_controller_heartbeats",
+    "IpNode heartbeat writes, by result (ok or error).",
+    ["result"],
+    registry=REGISTRY,
+)
+HEARTBEAT_AGE = Gauge(
+    "eipctl_controller_heartbeat_age_seconds",
+    "Seconds since the last successful heartbeat write (on this process's clock).",
+    registry=REGISTRY,
+)
+FENCED = Gauge(
+    "eipctl_controller_fenced",
+    "1 while the controller has fenced itself (heartbeat failing for --node-timeout).",
+    registry=REGISTRY,
+)
+FENCE_TRANSITIONS = Counter(
+    "eipctl_controller_fence_transitions",
+    "Self-fencing transitions, by kind (fence or restore).",
+    ["kind"],
+    registry=REGISTRY,
+)
+ADDRESS_CHANGES = Counter(
+    "eipctl_controller_address_changes",
+    "Addresses added to or removed from the node's links, by action.",
+    ["action"],
+    registry=REGISTRY,
+)
+MANAGED_ADDRESSES = Gauge(
+    "eipctl_controller_managed_addresses",
+    "Managed addresses on the node's links after the last pass.",
+    registry=REGISTRY,
+)
+CLAIM_CONFLICTS = Counter(
+    "eipctl_controller_claim_conflicts",
+    "Claims that could not be added because of a conflict, by reason.",
+    ["reason"],
+    registry=REGISTRY,
+)
+TAKEOVERS = Counter(
+    "eipctl_controller_takeovers",
+    "Addresses taken over from a dead previous holder that still answered the probe.",
+    registry=REGISTRY,
+)
+NET_ERRORS = Counter(
+    "eipctl_controller_net_errors",
+    "Failed link operations, by operation.",
+    ["op"],
+    registry=REGISTRY,
+)
+PASS_SECONDS = Histogram(
+    "eipctl_controller_pass_seconds",
+    "Duration of one reconcile pass over the node's links.",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    registry=REGISTRY,
+)

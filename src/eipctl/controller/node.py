@@ -1,0 +1,258 @@
+"""`NodeController`: the controller's tasks wired together, with every edge injected.
+
+Tasks: the claim informer (only claims labelled for this node), the fence watchdog, the
+reconcile loop, IpNode registration then the heartbeat, and the resync timer. The reconcile
+loop runs a pass when a claim changes, when the fence changes, when a pass asked for a
+retry, and at least every `renew_interval` (which renews lifetimes and repairs drift).
+
+`process.run` builds the real edges (netlink, raw sockets, kubeconfig); the unit tests build
+a `NodeController` with the in-memory link and fake probes against the API emulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from eipctl.core.addresses import Fence, FenceTransition, HolderLiveness
+from eipctl.core.naming import LABEL_NODE, is_label_value
+from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
+from eipctl.kube.errors import ApiError, NotFound
+from eipctl.kube.events import EventRecorder
+from eipctl.kube.informer import Informer
+from eipctl.kube.writer import SerializedWriter
+from eipctl.net.link import Announcer, LinkBackend, Prober
+
+from .heartbeat import Heartbeat, register
+from .link_reconciler import LinkReconciler, ReconcilerSettings
+from .status import StatusReporter
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    node: str
+    link: str
+    heartbeat_interval: float
+    node_timeout: float
+    resync_interval: float
+    address_lifetime: float
+    cleanup_on_exit: bool = False
+
+    @property
+    def renew_interval(self) -> float:
+        """Lifetime renewal (and drift repair) cadence: three renewals per lifetime."""
+        return max(self.heartbeat_interval, min(self.address_lifetime / 3, self.resync_interval))
+
+
+class ClaimCache:
+    """The claims placed on this node, from an informer that can be replaced by a fresh one
+    (after fencing the old cache may be stale: a restore must act on a new list)."""
+
+    def __init__(self, api: KubeApi, node: str, on_change: Callable[[], None]) -> None:
+        self._api = api
+        self._node = node
+        self._on_change = on_change
+        self._informer = self._new()
+        self._refreshing = False
+
+    def _new(self) -> Informer:
+        selector = f"{LABEL_NODE}={self._node}" if is_label_value(self._node) else None
+        informer = Informer(self._api, IPCLAIMS, label_selector=selector, backoff_max=1.0)
+        informer.add_key_handler(lambda _key: self._on_change())
+        return informer
+
+    @property
+    def has_synced(self) -> bool:
+        return self._informer.has_synced and not self._refreshing
+
+    def objects(self) -> list[Obj]:
+        return self._informer.objects()
+
+    def get(self, key: str) -> Obj | None:
+        return self._informer.get(key)
+
+    def start(self) -> None:
+        self._informer.start()
+
+    async def refresh(self) -> None:
+        """Swap in a freshly listed informer; passes wait (do nothing) meanwhile."""
+        self._refreshing = True
+        fresh = self._new()
+        fresh.start()
+        try:
+            await fresh.wait_synced()
+        except BaseException:
+            await fresh.stop()
+            self._refreshing = False
+            raise
+        old, self._informer = self._informer, fresh
+        self._refreshing = False
+        await old.stop()
+        log.info("claims.relisted", node=self._node, claims=len(fresh))
+        self._on_change()
+
+    async def stop(self) -> None:
+        await self._informer.stop()
+
+
+class NodeController:
+    def __init__(
+        self,
+        settings: NodeSettings,
+        *,
+        api: KubeApi,
+        heartbeat_api: KubeApi,
+        backend: LinkBackend,
+        announcer: Announcer,
+        prober: Prober | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self._api = api
+        self._trigger = asyncio.Event()
+        self.fence = Fence(settings.node_timeout, clock)
+        self.writer = SerializedWriter(api)
+        self.events = EventRecorder(api, "eipctl-controller", host=settings.node)
+        self.claims = ClaimCache(api, settings.node, self._trigger.set)
+        self.writer.use_cache(IPCLAIMS, self.claims)
+        self.status = StatusReporter(self.writer, self.events, settings.node)
+        self.reconciler = LinkReconciler(
+            ReconcilerSettings(
+                node=settings.node,
+                default_link=settings.link,
+                address_lifetime=settings.address_lifetime,
+                conflict_retry=max(settings.heartbeat_interval, settings.node_timeout / 2),
+            ),
+            backend=backend,
+            claims=self.claims,
+            fence=self.fence,
+            status=self.status,
+            announcer=announcer,
+            prober=prober,
+            holder_heartbeat=self._holder_heartbeat,
+            holders=HolderLiveness(settings.node_timeout, clock),
+        )
+        self.heartbeat = Heartbeat(
+            heartbeat_api,
+            settings.node,
+            interval=settings.heartbeat_interval,
+            fence=self.fence,
+            on_transition=self._on_fence,
+            reregister=self._register,
+        )
+        self.registered = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._refresh: asyncio.Task[None] | None = None
+        self.passes = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until `stop` is set, then shut down (addresses stay unless cleanup_on_exit)."""
+        self.claims.start()
+        self._spawn(self.heartbeat.watchdog(), "fence-watchdog")
+        self._spawn(self._reconcile_loop(), "reconcile")
+        self._spawn(self._register_then_beat(stop), "heartbeat")
+        self._spawn(self._resync_loop(), "resync")
+        try:
+            await stop.wait()
+        finally:
+            await self.shutdown()
+
+    def live(self) -> bool:
+        """Liveness: no task has died."""
+        return all(not t.done() for t in self._tasks)
+
+    def ready(self) -> bool:
+        return self.registered.is_set() and self.claims.has_synced
+
+    async def shutdown(self) -> None:
+        tasks = [*self._tasks, *([self._refresh] if self._refresh else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self.settings.cleanup_on_exit:
+            await self.reconciler.release_all()
+            log.info("shutdown.addresses.removed", node=self.settings.node)
+        else:
+            log.info("shutdown.addresses.kept", node=self.settings.node)
+        await self.reconciler.close()
+        await self.claims.stop()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2.0):
+                await self.status.drain()
+                await self.events.flush()
+        self.status.cancel()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self._tasks.append(asyncio.create_task(coro, name=name))
+
+    # -- loops ---------------------------------------------------------------------------
+    async def _reconcile_loop(self) -> None:
+        delay: float | None = None
+        renew = self.settings.renew_interval
+        while True:
+            timeout = renew if delay is None else min(delay, renew)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._trigger.wait()
+            self._trigger.clear()
+            try:
+                delay = await self.reconciler.reconcile()
+            except Exception:
+                log.exception("reconcile.failed", node=self.settings.node)
+                delay = 1.0
+            self.passes += 1
+
+    async def _register(self) -> int:
+        counter = await register(self._api, self.writer, self.settings.node, self.settings.link)
+        self.status.forget_addresses()
+        return counter
+
+    async def _register_then_beat(self, stop: asyncio.Event) -> None:
+        delay = 0.1
+        while True:
+            try:
+                async with asyncio.timeout(max(self.settings.node_timeout, 5.0)):
+                    self.heartbeat.counter = await self._register()
+                break
+            except Exception as exc:  # keep trying: the fence covers the meantime
+                log.warning("ipnode.register.failed", node=self.settings.node, error=repr(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        self.registered.set()
+        await self.heartbeat.run()
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.resync_interval)
+            self._trigger.set()
+            if self.registered.is_set() and not self.fence.fenced:
+                try:
+                    await self._register()  # Node labels may have changed
+                except (ApiError, TimeoutError) as exc:
+                    log.info("ipnode.refresh.failed", node=self.settings.node, error=repr(exc))
+
+    # -- fencing -------------------------------------------------------------------------
+    def _on_fence(self, transition: FenceTransition) -> None:
+        if transition is FenceTransition.RESTORE:
+            if self._refresh is not None:
+                self._refresh.cancel()
+            self._refresh = asyncio.create_task(self.claims.refresh(), name="claims-refresh")
+        self._trigger.set()
+
+    async def _holder_heartbeat(self, node: str) -> int | None:
+        try:
+            async with asyncio.timeout(self.settings.node_timeout):
+                obj = await self._api.get(IPNODES, node)
+        except NotFound:
+            return None
+        return int((obj.get("status") or {}).get("heartbeat") or 0)

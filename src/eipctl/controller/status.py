@@ -1,0 +1,240 @@
+"""Claims in, claim and IpNode status out.
+
+`placed_claims` turns the cached IpClaims into the addresses this node must hold.
+`StatusReporter` writes what the controller observed, through the serialized writer and in
+the background (a pass over the links never waits for the API):
+
+- claim `status.phase: Bound` + `status.boundNode` once the address is really on the link,
+  and the `Conflict` condition (True while a probe or an admin address stops the add);
+- IpNode `status.addresses`: the managed addresses really on the links, as ip/prefixLength.
+
+A write is only submitted when the cached object differs from what it should say, and one
+write per object is in flight at a time; the next pass retries whatever is still different.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import Coroutine, Iterable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import structlog
+
+from eipctl.core.addresses import Address, PlacedClaim
+from eipctl.core.conditions import Condition, conditions_from_list, find_condition, set_condition
+from eipctl.core.naming import parse_node_claim_name
+from eipctl.core.resources import IpClaim, ResourceError
+from eipctl.kube.client import IPCLAIMS, IPNODES, Obj, ResourceRef
+from eipctl.kube.errors import NotFound
+from eipctl.kube.events import EventType
+from eipctl.kube.writer import Mutation
+
+log = structlog.get_logger(__name__)
+
+CONFLICT = "Conflict"
+
+
+class StatusWriter(Protocol):
+    """The part of `SerializedWriter` used here."""
+
+    async def update_status(
+        self, ref: ResourceRef, name: str, mutate: Mutation, *, namespace: str | None = None
+    ) -> Obj: ...
+
+    async def patch(
+        self,
+        ref: ResourceRef,
+        name: str,
+        patch: Obj,
+        *,
+        namespace: str | None = None,
+        status: bool = False,
+    ) -> Obj: ...
+
+
+class EventSink(Protocol):
+    def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
+
+
+def _is_per_node_name(name: str) -> bool:
+    try:
+        parse_node_claim_name(name)
+    except ValueError:
+        return False
+    return True
+
+
+def placed_claims(
+    objects: Iterable[Obj], node: str, default_link: str
+) -> tuple[list[PlacedClaim], dict[str, IpClaim]]:
+    """The claims whose spec.nodeName is `node`, as addresses; and the parsed claims by name.
+
+    A claim that does not parse is logged and skipped (it holds nothing here).
+    """
+    placed: list[PlacedClaim] = []
+    parsed: dict[str, IpClaim] = {}
+    for obj in objects:
+        try:
+            claim = IpClaim.from_dict(obj)
+        except (ResourceError, ValueError) as exc:
+            name = (obj.get("metadata") or {}).get("name")
+            log.warning("claim.unparsable", claim=name, error=str(exc))
+            continue
+        if claim.spec.node_name != node:
+            continue
+        ip = ipaddress.ip_address(claim.spec.ip)
+        prefixlen = claim.spec.prefix_length or ip.max_prefixlen
+        link = claim.spec.link or default_link
+        shared = claim.spec.node_bound or _is_per_node_name(claim.name)
+        placed.append(PlacedClaim(claim.name, Address(link, ip, prefixlen), shared))
+        parsed[claim.name] = claim
+    return placed, parsed
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def mark_bound(node: str) -> Mutation:
+    """Status mutation: Bound on `node`, Conflict cleared; no-op if the claim moved away."""
+
+    def mutate(obj: Obj) -> None:
+        if (obj.get("spec") or {}).get("nodeName") != node:
+            return
+        status = obj.setdefault("status", {})
+        status["phase"] = "Bound"
+        status["boundNode"] = node
+        _put_condition(
+            status, "False", "Resolved", "the address is on the link", only_if_present=True
+        )
+
+    return mutate
+
+
+def mark_conflict(node: str, reason: str, message: str) -> Mutation:
+    """Status mutation: Conflict=True with `reason`; no-op if the claim moved away."""
+
+    def mutate(obj: Obj) -> None:
+        if (obj.get("spec") or {}).get("nodeName") != node:
+            return
+        _put_condition(obj.setdefault("status", {}), "True", reason, message)
+
+    return mutate
+
+
+def _put_condition(
+    status: dict[str, Any], value: str, reason: str, message: str, *, only_if_present: bool = False
+) -> None:
+    conditions = conditions_from_list(status.get("conditions"), "status.conditions")
+    if only_if_present and find_condition(conditions, CONFLICT) is None:
+        return
+    new = Condition(
+        type=CONFLICT,
+        status=value,  # type: ignore[arg-type]
+        last_transition_time=_now(),
+        reason=reason,
+        message=message,
+    )
+    updated = set_condition(conditions, new)
+    if updated != conditions:
+        status["conditions"] = [c.to_dict() for c in updated]
+
+
+def is_bound_here(claim: IpClaim, node: str) -> bool:
+    conflict = find_condition(claim.status.conditions, CONFLICT)
+    return (
+        claim.status.phase == "Bound"
+        and claim.status.bound_node == node
+        and (conflict is None or not conflict.is_true)
+    )
+
+
+def has_conflict(claim: IpClaim, reason: str, message: str) -> bool:
+    conflict = find_condition(claim.status.conditions, CONFLICT)
+    return (
+        conflict is not None
+        and conflict.is_true
+        and conflict.reason == reason
+        and conflict.message == message
+    )
+
+
+class StatusReporter:
+    """Background, deduplicated status writes for one node's claims and its IpNode."""
+
+    def __init__(self, writer: StatusWriter, events: EventSink, node: str) -> None:
+        self._writer = writer
+        self._events = events
+        self._node = node
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._addresses: list[str] | None = None  # what IpNode status.addresses last got
+
+    def bound(self, claim: IpClaim) -> None:
+        if is_bound_here(claim, self._node):
+            return
+        self._spawn(
+            f"claim/{claim.name}",
+            self._update(claim.name, mark_bound(self._node), "claim.bound"),
+        )
+
+    def conflict(self, claim: IpClaim, raw: Obj, reason: str, message: str) -> None:
+        if has_conflict(claim, reason, message):
+            return
+        key = f"claim/{claim.name}"
+        if key in self._inflight:
+            return
+        self._events.emit(raw, "Warning", reason, message)
+        self._spawn(
+            key,
+            self._update(claim.name, mark_conflict(self._node, reason, message), "claim.conflict"),
+        )
+
+    def node_addresses(self, addresses: list[str]) -> None:
+        if addresses == self._addresses:
+            return
+        self._addresses = addresses
+        self._spawn("ipnode", self._patch_addresses(addresses))
+
+    def forget_addresses(self) -> None:
+        """Make the next `node_addresses` write even if unchanged (after the IpNode was
+        recreated, or a write failed)."""
+        self._addresses = None
+
+    async def drain(self) -> None:
+        """Wait for the writes in flight (bound it with `asyncio.timeout`)."""
+        tasks = list(self._inflight.values())
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def cancel(self) -> None:
+        for task in self._inflight.values():
+            task.cancel()
+
+    def _spawn(self, key: str, coro: Coroutine[Any, Any, None]) -> None:
+        if key in self._inflight:
+            coro.close()
+            return
+        task = asyncio.create_task(coro, name=f"status-{key}")
+        self._inflight[key] = task
+        task.add_done_callback(lambda _t: self._inflight.pop(key, None))
+
+    async def _update(self, name: str, mutate: Mutation, what: str) -> None:
+        try:
+            await self._writer.update_status(IPCLAIMS, name, mutate)
+            log.info(what, claim=name, node=self._node)
+        except NotFound:
+            log.info(f"{what}.gone", claim=name)
+        except Exception as exc:
+            log.warning(f"{what}.failed", claim=name, error=repr(exc))
+
+    async def _patch_addresses(self, addresses: list[str]) -> None:
+        try:
+            await self._writer.patch(
+                IPNODES, self._node, {"status": {"addresses": addresses}}, status=True
+            )
+            log.info("ipnode.addresses", node=self._node, addresses=addresses)
+        except Exception as exc:
+            self._addresses = None
+            log.warning("ipnode.addresses.failed", node=self._node, error=repr(exc))

@@ -1,0 +1,96 @@
+"""Self-fencing and address lifetimes with a real `eipctl controller` in a namespace.
+
+A controller cut off from the API removes its addresses within --node-timeout and takes them
+back when the path returns; a frozen controller (SIGSTOP) cannot remove anything, so its
+addresses expire in the kernel within --address-lifetime.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from netns import skip_reason
+from test_controller_support import TIMINGS, Rig, rig, until
+
+from eipctl.sandbox.apiserver import ApiServer
+
+pytestmark = [pytest.mark.netns]
+if (_reason := skip_reason()) is not None:
+    pytestmark.append(pytest.mark.skip(reason=_reason))
+
+NODE_TIMEOUT = 0.5
+LIFETIME = 3.0
+assert TIMINGS["node-timeout"] == "500ms" and TIMINGS["address-lifetime"] == "3s"
+
+
+@pytest_asyncio.fixture
+async def r(apiserver: ApiServer, api_client: Any, tmp_path: Path) -> AsyncIterator[Rig]:
+    async with rig(apiserver, api_client, tmp_path) as made:
+        try:
+            yield made
+        except BaseException:
+            print(made.logs())
+            raise
+
+
+async def test_cut_off_from_the_api_it_fences_then_restores(r: Rig) -> None:
+    r.controller()
+    await r.wait_beating()
+    await r.claim("203.0.113.7")
+    await r.claim("2001:db8::7")
+    await until(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"))
+
+    started = time.monotonic()
+    await r.relay.cut()
+    await until(lambda: not r.has("203.0.113.7/32") and not r.has("2001:db8::7/128"))
+    fenced_in = time.monotonic() - started
+    assert "192.0.2.2/24" in r.addresses()  # the admin's address is never fenced
+
+    healed = time.monotonic()
+    await r.relay.heal()
+    await until(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"), timeout=15)
+    restored_in = time.monotonic() - healed
+    print(f"fenced {fenced_in:.3f}s after the cut; restored {restored_in:.3f}s after heal")
+    assert fenced_in < NODE_TIMEOUT + 0.5
+    await until(lambda: r.bound("203.0.113.7"))
+
+
+async def test_the_api_pausing_fences_too(r: Rig) -> None:
+    r.controller()
+    await r.wait_beating()
+    await r.claim("203.0.113.7")
+    await until(lambda: r.has("203.0.113.7/32"))
+    started = time.monotonic()
+    pause = r.srv.faults.pause(3.0)
+    await until(lambda: not r.has("203.0.113.7/32"))
+    fenced_in = time.monotonic() - started
+    await pause
+    await until(lambda: r.has("203.0.113.7/32"), timeout=15)
+    print(f"fenced {fenced_in:.3f}s after the API paused")
+    assert fenced_in < NODE_TIMEOUT + 0.5
+
+
+async def test_a_frozen_controller_addresses_expire_in_the_kernel(r: Rig) -> None:
+    proc = r.controller()
+    await r.wait_beating()
+    await r.claim("203.0.113.7")
+    await r.claim("2001:db8::7")
+    await until(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"))
+
+    started = time.monotonic()
+    proc.freeze()
+    await until(
+        lambda: not r.has("203.0.113.7/32") and not r.has("2001:db8::7/128"),
+        timeout=LIFETIME + 3,
+    )
+    expired_in = time.monotonic() - started
+    print(f"frozen controller's addresses expired {expired_in:.2f}s after SIGSTOP")
+    assert expired_in <= LIFETIME + 1.2  # the kernel checks lifetimes on whole seconds
+
+    proc.thaw()  # it notices its stale heartbeat, fences, beats again and restores
+    await until(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"), timeout=15)

@@ -1,0 +1,96 @@
+"""controller/heartbeat.py with a fake API: writes, re-registration, and the fence watchdog."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from eipctl.controller.heartbeat import Heartbeat
+from eipctl.core.addresses import Fence, FenceTransition
+from eipctl.kube.client import Obj
+from eipctl.kube.errors import NotFound, ServerError
+
+
+class Api:
+    def __init__(self) -> None:
+        self.patches: list[Obj] = []
+        self.fail: Exception | None = None
+        self.hang = False
+
+    async def get(self, *a: Any, **kw: Any) -> Obj:
+        return {}
+
+    async def patch(self, ref: Any, name: str, patch: Obj, *a: Any, **kw: Any) -> Obj:
+        if self.hang:
+            await asyncio.sleep(3600)
+        if self.fail is not None:
+            exc, self.fail = self.fail, None
+            raise exc
+        assert kw.get("sub") == "status"
+        self.patches.append(patch)
+        return {}
+
+
+def make(api: Api, node_timeout: float = 0.3) -> tuple[Heartbeat, list[FenceTransition]]:
+    seen: list[FenceTransition] = []
+
+    async def reregister() -> int:
+        return 100
+
+    hb = Heartbeat(
+        api,
+        "node-a",
+        interval=0.05,
+        fence=Fence(node_timeout, time.monotonic),
+        on_transition=seen.append,
+        reregister=reregister,
+        counter=7,
+    )
+    return hb, seen
+
+
+async def test_each_beat_is_a_status_merge_patch_of_a_new_value() -> None:
+    api = Api()
+    hb, _ = make(api)
+    assert await hb.beat() and await hb.beat()
+    assert api.patches == [{"status": {"heartbeat": 8}}, {"status": {"heartbeat": 9}}]
+
+
+async def test_a_deleted_ipnode_is_registered_again() -> None:
+    api = Api()
+    hb, _ = make(api)
+    api.fail = NotFound(404, "NotFound", "gone")
+    assert await hb.beat()
+    assert api.patches == [{"status": {"heartbeat": 101}}]
+
+
+async def test_errors_and_hangs_fail_the_beat() -> None:
+    api = Api()
+    hb, _ = make(api, node_timeout=0.2)
+    api.fail = ServerError(503, "ServiceUnavailable", "")
+    assert not await hb.beat()
+    api.hang = True
+    started = time.monotonic()
+    assert not await hb.beat()  # bounded by node_timeout
+    assert time.monotonic() - started < 0.5
+
+
+async def test_watchdog_fences_at_the_deadline_and_a_beat_restores() -> None:
+    api = Api()
+    hb, seen = make(api, node_timeout=0.3)
+    api.hang = True
+    watchdog = asyncio.create_task(hb.watchdog())
+    try:
+        started = time.monotonic()
+        async with asyncio.timeout(2):
+            while not seen:
+                await asyncio.sleep(0.005)
+        assert seen == [FenceTransition.FENCE]
+        assert 0.29 <= time.monotonic() - started < 0.6
+        api.hang = False
+        assert await hb.beat()
+        assert seen == [FenceTransition.FENCE, FenceTransition.RESTORE]
+    finally:
+        watchdog.cancel()
+        await asyncio.gather(watchdog, return_exceptions=True)

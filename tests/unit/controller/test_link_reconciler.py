@@ -1,0 +1,204 @@
+"""LinkReconciler alone: in-memory links, a fixed claim list, recorded status writes."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import pytest
+
+from eipctl.controller.link_reconciler import LinkReconciler, ReconcilerSettings
+from eipctl.controller.status import StatusReporter
+from eipctl.core.addresses import Fence
+from eipctl.core.naming import claim_name_for, node_claim_name_for
+from eipctl.kube.client import Obj
+from eipctl.net.errors import NetlinkError, SocketError
+from eipctl.net.link import Conflict
+from eipctl.net.memory import MemoryLinkBackend
+
+NODE = "node-a"
+
+
+class Claims:
+    def __init__(self) -> None:
+        self.items: list[Obj] = []
+        self.has_synced = True
+
+    def objects(self) -> list[Obj]:
+        return self.items
+
+    def place(self, ip: str, *, name: str | None = None, **spec: Any) -> None:
+        self.items.append(
+            {
+                "apiVersion": "eipctl.io/v1alpha1",
+                "kind": "IpClaim",
+                "metadata": {"name": name or claim_name_for(ip)},
+                "spec": {"ip": ip, "nodeName": NODE, **spec},
+            }
+        )
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.updates: list[str] = []
+        self.patches: list[Obj] = []
+
+    async def update_status(self, ref: Any, name: str, mutate: Any, **kw: Any) -> Obj:
+        self.updates.append(name)
+        return {}
+
+    async def patch(self, ref: Any, name: str, patch: Obj, **kw: Any) -> Obj:
+        self.patches.append(patch)
+        return {}
+
+
+class Events:
+    def __init__(self) -> None:
+        self.emitted: list[str] = []
+
+    def emit(self, involved: Obj, type_: str, reason: str, message: str) -> None:
+        self.emitted.append(reason)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.clock = Clock()
+        self.backend = MemoryLinkBackend()
+        self.backend.create_link("eth0")
+        self.claims = Claims()
+        self.writer = Writer()
+        self.events = Events()
+        self.fence = Fence(1.0, self.clock)
+        self.announced: list[str] = []
+        self.probed: list[str] = []
+        self.probe_answer: Conflict | Exception | None = None
+        self.reconciler = LinkReconciler(
+            ReconcilerSettings(node=NODE, default_link="eth0", address_lifetime=2.5),
+            backend=self.backend,
+            claims=self.claims,
+            fence=self.fence,
+            status=StatusReporter(self.writer, self.events, NODE),
+            announcer=self.announce,
+            prober=self.probe,
+        )
+
+    async def announce(self, link: str, ip: Any, /) -> int:
+        self.announced.append(str(ip))
+        return 1
+
+    async def probe(self, link: str, ip: Any, /) -> Conflict | None:
+        self.probed.append(str(ip))
+        if isinstance(self.probe_answer, Exception):
+            raise self.probe_answer
+        return self.probe_answer
+
+    async def managed(self, link: str = "eth0") -> dict[str, float | None]:
+        return {f"{a.ip}/{a.prefixlen}": a.valid_lft for a in await self.backend.list_managed(link)}
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+async def test_adds_with_whole_second_lifetime_and_reports(h: Harness) -> None:
+    h.claims.place("203.0.113.7")
+    h.claims.place("2001:db8::7", prefixLength=64)
+    assert await h.reconciler.reconcile() is None
+    got = await h.managed()
+    assert set(got) == {"203.0.113.7/32", "2001:db8::7/64"}
+    assert all(lft is not None and 2.5 < lft <= 3 for lft in got.values())  # ceil(2.5) = 3
+    await h.reconciler.close()
+    assert h.probed == ["203.0.113.7", "2001:db8::7"]
+
+
+async def test_not_synced_never_purges(h: Harness) -> None:
+    await h.backend.add("eth0", "203.0.113.9", 32, 30)
+    h.claims.has_synced = False
+    await h.reconciler.reconcile()
+    assert "203.0.113.9/32" in await h.managed()
+
+
+async def test_failed_add_asks_for_a_retry_then_heals(h: Harness) -> None:
+    h.claims.place("203.0.113.7")
+    h.backend.fail_next = NetlinkError("boom", errno=16)
+    retry = await h.reconciler.reconcile()
+    assert retry is not None and retry <= 1.0
+    assert await h.reconciler.reconcile() is None
+    assert "203.0.113.7/32" in await h.managed()
+
+
+async def test_probe_failure_adds_anyway(h: Harness) -> None:
+    h.claims.place("203.0.113.7")
+    h.probe_answer = SocketError("no raw socket")
+    await h.reconciler.reconcile()
+    assert "203.0.113.7/32" in await h.managed()
+
+
+async def test_conflict_waits_and_reports_once(h: Harness) -> None:
+    h.claims.place("203.0.113.7")
+    h.probe_answer = Conflict(ipaddress.ip_address("203.0.113.7"), b"\x02" * 6, 0.01)
+    retry = await h.reconciler.reconcile()
+    assert retry is not None
+    assert await h.managed() == {}
+    assert h.events.emitted == ["AddressInUse"]
+
+
+async def test_shared_claims_are_not_probed(h: Harness) -> None:
+    h.claims.place("203.0.113.7", name=node_claim_name_for("203.0.113.7", NODE))
+    h.claims.place("203.0.113.8", nodeBound=True)
+    h.probe_answer = Conflict(ipaddress.ip_address("203.0.113.7"), b"\x02" * 6, 0.01)
+    await h.reconciler.reconcile()
+    assert set(await h.managed()) == {"203.0.113.7/32", "203.0.113.8/32"}
+    assert h.probed == []
+
+
+async def test_prefix_change_replaces_in_place(h: Harness) -> None:
+    await h.backend.add("eth0", "203.0.113.7", 32, 30)
+    h.claims.place("203.0.113.7", prefixLength=24)
+    await h.reconciler.reconcile()
+    assert set(await h.managed()) == {"203.0.113.7/24"}
+
+
+async def test_claim_changing_link_is_added_before_it_leaves(h: Harness) -> None:
+    h.backend.create_link("eth1")
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    h.claims.items[0]["spec"]["link"] = "eth1"
+    await h.reconciler.reconcile()
+    assert await h.managed("eth0") == {}
+    assert set(await h.managed("eth1")) == {"203.0.113.7/32"}
+
+
+async def test_fenced_removes_and_stale_heartbeat_stops_adds(h: Harness) -> None:
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    h.clock.now += 0.99
+    h.claims.place("203.0.113.8")
+    h.clock.now += 0.02  # heartbeat now stale, not yet fenced: hold nothing new
+    await h.reconciler.reconcile()
+    assert set(await h.managed()) == {"203.0.113.7/32"}
+    h.fence.check()
+    assert h.fence.fenced
+    await h.reconciler.reconcile()
+    assert await h.managed() == {}
+    h.fence.succeeded()
+    await h.reconciler.reconcile()
+    assert set(await h.managed()) == {"203.0.113.7/32", "203.0.113.8/32"}
+
+
+async def test_release_all_and_admin_addresses(h: Harness) -> None:
+    h.backend.add_foreign("eth0", "192.0.2.2", 24)
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    await h.reconciler.release_all()
+    assert await h.managed() == {}
+    assert [str(a.ip) for a in await h.backend.list_all("eth0")] == ["192.0.2.2"]

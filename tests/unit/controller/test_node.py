@@ -1,0 +1,382 @@
+"""The node controller against the API emulator, with in-memory links on a simulated segment.
+
+Each test tells one story: a claim placed here ends up on the link and Bound, a restart keeps
+what is there, a partition fences, a conflicting holder is not fought.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.core.naming import LABEL_NODE, claim_name_for
+from eipctl.kube.client import EVENTS, IPCLAIMS, IPNODES, NODES, KubeApi, Obj
+from eipctl.net.memory import MemoryLinkBackend, Segment
+from eipctl.sandbox.apiserver import ApiServer
+
+CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"
+NODE = "node-a"
+FAST = NodeSettings(
+    node=NODE,
+    link="eth0",
+    heartbeat_interval=0.05,
+    node_timeout=0.4,
+    resync_interval=0.5,
+    address_lifetime=2.0,
+)
+
+
+async def until(cond: Callable[[], Any], timeout: float = 5.0, step: float = 0.01) -> None:
+    async with asyncio.timeout(timeout):
+        while not await _value(cond()):
+            await asyncio.sleep(step)
+
+
+async def _value(v: Any) -> Any:
+    return await v if asyncio.iscoroutine(v) else v
+
+
+def ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.ip_address(text)
+
+
+class Bed:
+    """One emulator, one segment, and controllers started on demand."""
+
+    def __init__(self, srv: ApiServer, api: KubeApi) -> None:
+        self.srv = srv
+        self.api = api
+        self.segment = Segment()
+        self.backend = MemoryLinkBackend()
+        self.backend.create_link("eth0", segment=self.segment)
+        self.announced: list[tuple[str, str]] = []
+        self.probed: list[tuple[str, str]] = []
+        self._runs: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    async def announcer(self, link: str, address: Any, /) -> int:
+        self.announced.append((link, str(address)))
+        return await self.backend.announce(link, address, count=1)
+
+    async def prober(self, link: str, address: Any, /) -> Any:
+        self.probed.append((link, str(address)))
+        return await self.backend.probe(link, address)
+
+    def start(self, settings: NodeSettings = FAST, **kw: Any) -> NodeController:
+        controller = NodeController(
+            settings,
+            api=self.api,
+            heartbeat_api=self.api,
+            backend=kw.pop("backend", self.backend),
+            announcer=self.announcer,
+            prober=self.prober,
+            **kw,
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(controller.run(stop))
+        self._runs.append((stop, task))
+        return controller
+
+    async def stop(self, controller: NodeController | None = None) -> None:
+        for stop, task in self._runs:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+        self._runs.clear()
+
+    async def claim(self, address: str, node: str = NODE, **spec: Any) -> Obj:
+        body: Obj = {
+            "metadata": {"name": claim_name_for(address), "labels": {LABEL_NODE: node}},
+            "spec": {"ip": address, "nodeName": node, **spec},
+        }
+        return await self.api.create(IPCLAIMS, body)
+
+    async def move(self, address: str, node: str) -> None:
+        patch = {"metadata": {"labels": {LABEL_NODE: node}}, "spec": {"nodeName": node}}
+        await self.api.patch(IPCLAIMS, claim_name_for(address), patch)
+
+    async def set_status(self, address: str, status: Obj) -> None:
+        await self.api.patch(IPCLAIMS, claim_name_for(address), {"status": status}, sub="status")
+
+    async def claim_status(self, address: str) -> Obj:
+        return (await self.api.get(IPCLAIMS, claim_name_for(address))).get("status") or {}
+
+    def on_link(self, address: str, link: str = "eth0") -> bool:
+        return self.backend.has_address(link, ip(address))
+
+    async def managed(self, link: str = "eth0") -> set[str]:
+        return {f"{a.ip}/{a.prefixlen}" for a in await self.backend.list_managed(link)}
+
+
+@pytest_asyncio.fixture
+async def bed(apiserver: ApiServer, api_client: Any) -> AsyncIterator[Bed]:
+    await apiserver.load_crds_from_dir(CRDS)
+    b = Bed(apiserver, KubeApi(api_client))
+    try:
+        yield b
+    finally:
+        apiserver.faults.reset()
+        with contextlib.suppress(Exception):
+            await b.stop()
+
+
+async def test_registers_ipnode_with_node_labels_and_heartbeats(bed: Bed) -> None:
+    await bed.api.create(NODES, {"metadata": {"name": NODE, "labels": {"zone": "a"}}})
+    controller = bed.start()
+    await until(controller.ready)
+    ipnode = await bed.api.get(IPNODES, NODE)
+    assert ipnode["spec"]["link"] == "eth0"
+    assert ipnode["metadata"]["labels"] == {"zone": "a"}
+    first = (await bed.api.get(IPNODES, NODE))["status"]["heartbeat"]
+    await asyncio.sleep(0.3)
+    later = (await bed.api.get(IPNODES, NODE))["status"]["heartbeat"]
+    assert later >= first + 2
+
+
+async def test_registers_without_a_node(bed: Bed) -> None:
+    controller = bed.start()
+    await until(controller.ready)
+    ipnode = await bed.api.get(IPNODES, NODE)
+    assert ipnode["spec"]["link"] == "eth0"
+
+
+async def test_claim_is_added_announced_bound_and_removed_when_moved(bed: Bed) -> None:
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+    await until(lambda: bed.on_link("203.0.113.7"))
+    assert ("eth0", "203.0.113.7") in bed.probed
+    await until(lambda: ("eth0", "203.0.113.7") in bed.announced)
+
+    async def bound() -> bool:
+        s = await bed.claim_status("203.0.113.7")
+        return s.get("phase") == "Bound" and s.get("boundNode") == NODE
+
+    await until(bound)
+
+    async def reported() -> bool:
+        st = (await bed.api.get(IPNODES, NODE)).get("status") or {}
+        return st.get("addresses") == ["203.0.113.7/32"]
+
+    await until(reported)
+    await bed.move("203.0.113.7", "node-b")
+    await until(lambda: not bed.on_link("203.0.113.7"))
+
+
+async def test_ipv6_claim_with_prefix_length(bed: Bed) -> None:
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("2001:db8::7", prefixLength=64)
+    await until(lambda: bed.on_link("2001:db8::7"))
+    assert await bed.managed() == {"2001:db8::7/64"}
+
+
+async def test_restart_keeps_addresses_without_probe_or_announcement(bed: Bed) -> None:
+    await bed.backend.add("eth0", "203.0.113.7", 32, 30)  # left by the previous process
+    await bed.backend.add("eth0", "203.0.113.8", 32, 30)  # its claim moved away meanwhile
+    await bed.claim("203.0.113.7")
+    await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": NODE})
+    await bed.claim("203.0.113.8", node="node-b")
+    removals: list[str] = []
+    original = bed.backend.remove
+
+    async def spy(link: str, address: Any, prefixlen: int) -> bool:
+        removals.append(str(address))
+        return await original(link, address, prefixlen)
+
+    bed.backend.remove = spy  # type: ignore[method-assign, assignment]
+    controller = bed.start()
+    await until(lambda: not bed.on_link("203.0.113.8"))
+    await until(lambda: controller.passes >= 3)
+    assert bed.on_link("203.0.113.7")
+    assert removals == ["203.0.113.8"]  # never remove-then-add the kept one
+    assert bed.probed == [] and bed.announced == []
+    # its lifetime is renewed to --address-lifetime, not left to the old 30 s
+    (kept,) = await bed.backend.list_managed("eth0")
+    assert kept.valid_lft is not None and kept.valid_lft <= FAST.address_lifetime
+
+
+async def test_purge_never_touches_admin_addresses(bed: Bed) -> None:
+    bed.backend.add_foreign("eth0", "192.0.2.10", 24)
+    await bed.backend.add("eth0", "203.0.113.9", 32, 30)
+    controller = bed.start()
+    await until(controller.ready)
+    await until(lambda: not bed.on_link("203.0.113.9"))
+    assert bed.on_link("192.0.2.10")
+
+
+async def test_claim_for_an_admin_address_is_a_conflict(bed: Bed) -> None:
+    bed.backend.add_foreign("eth0", "203.0.113.7", 32)
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+
+    async def conflict() -> bool:
+        conds = (await bed.claim_status("203.0.113.7")).get("conditions") or []
+        return any(c["type"] == "Conflict" and c["reason"] == "AdminAddress" for c in conds)
+
+    await until(conflict)
+    assert bed.on_link("203.0.113.7")  # still the admin's
+    assert await bed.managed() == set()
+
+
+async def test_drift_is_repaired(bed: Bed) -> None:
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+    await until(lambda: bed.on_link("203.0.113.7"))
+    await bed.backend.remove("eth0", "203.0.113.7", 32)  # deleted by hand
+    await bed.backend.add("eth0", "203.0.113.99", 32, 30)  # a stray managed address
+    await until(lambda: bed.on_link("203.0.113.7") and not bed.on_link("203.0.113.99"))
+
+
+async def test_unknown_holder_is_not_fought_until_it_lets_go(bed: Bed) -> None:
+    other = MemoryLinkBackend()
+    other.create_link("eth0", segment=bed.segment)
+    await other.add("eth0", "203.0.113.7", 32, 60)  # someone else answers for it
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+
+    async def condition(status: str) -> bool:
+        conds = (await bed.claim_status("203.0.113.7")).get("conditions") or []
+        return any(c["type"] == "Conflict" and c["status"] == status for c in conds)
+
+    await until(lambda: condition("True"))
+    assert not bed.on_link("203.0.113.7")
+    events = (await bed.api.list(EVENTS, "default")).items
+    assert any(e["reason"] == "AddressInUse" for e in events)
+    await other.remove("eth0", "203.0.113.7", 32)
+    await until(lambda: bed.on_link("203.0.113.7"))
+    await until(lambda: condition("False"))
+
+
+async def test_dead_previous_holder_is_taken_over(bed: Bed) -> None:
+    old = MemoryLinkBackend()
+    old.create_link("eth0", segment=bed.segment)
+    await old.add("eth0", "203.0.113.7", 32, 60)  # a hung node's kernel still answers
+    await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
+    await bed.api.patch(IPNODES, "node-old", {"status": {"heartbeat": 41}}, sub="status")
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+    await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-old"})
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await until(lambda: bed.on_link("203.0.113.7"))
+    # judged dead on our clock: its heartbeat did not change for node_timeout
+    assert loop.time() - started < FAST.node_timeout + 1.5
+    assert bed.segment.announcements[-1][1] == bed.backend.mac_of("eth0")
+
+
+async def test_live_previous_holder_is_waited_for(bed: Bed) -> None:
+    old = MemoryLinkBackend()
+    old.create_link("eth0", segment=bed.segment)
+    await old.add("eth0", "203.0.113.7", 32, 60)
+    await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
+    beats = 0
+
+    async def beat() -> None:
+        nonlocal beats
+        while True:
+            beats += 1
+            await bed.api.patch(IPNODES, "node-old", {"status": {"heartbeat": beats}}, sub="status")
+            await asyncio.sleep(0.05)
+
+    beating = asyncio.create_task(beat())
+    try:
+        controller = bed.start()
+        await until(controller.ready)
+        await bed.claim("203.0.113.7")
+        await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-old"})
+        await asyncio.sleep(FAST.node_timeout * 3)
+        assert not bed.on_link("203.0.113.7")
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
+    await until(lambda: bed.on_link("203.0.113.7"), timeout=5)  # once it stops beating
+
+
+async def test_fences_when_the_api_is_unreachable_and_restores(bed: Bed) -> None:
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+    await until(lambda: bed.on_link("203.0.113.7"))
+    loop = asyncio.get_running_loop()
+    paused = loop.time()
+    bed.srv.faults.pause(FAST.node_timeout * 4)
+    await until(lambda: not bed.on_link("203.0.113.7"))
+    fenced_after = loop.time() - paused
+    assert controller.fence.fenced
+    assert fenced_after < FAST.node_timeout + 0.3
+    await until(lambda: bed.on_link("203.0.113.7"), timeout=10)
+    assert not controller.fence.fenced
+
+
+async def test_fenced_from_start_when_the_api_never_answers(bed: Bed) -> None:
+    await bed.backend.add("eth0", "203.0.113.7", 32, 30)
+    bed.srv.faults.pause(3)
+    controller = bed.start()
+    await until(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.node_timeout + 1)
+    assert controller.fence.fenced
+
+
+@pytest.mark.parametrize("cleanup", [False, True])
+async def test_shutdown_keeps_addresses_unless_cleanup_on_exit(bed: Bed, cleanup: bool) -> None:
+    from dataclasses import replace
+
+    controller = bed.start(replace(FAST, cleanup_on_exit=cleanup))
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+    await until(lambda: bed.on_link("203.0.113.7"))
+    await bed.stop()
+    assert bed.on_link("203.0.113.7") is not cleanup
+
+
+async def test_claim_on_a_missing_link_waits_for_the_link(bed: Bed) -> None:
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7", link="eth1")
+    await asyncio.sleep(0.3)
+    assert not bed.on_link("203.0.113.7")
+    bed.backend.create_link("eth1", segment=bed.segment)
+    await until(lambda: bed.on_link("203.0.113.7", "eth1"))
+
+
+async def test_after_a_partition_only_claims_still_placed_here_come_back(bed: Bed) -> None:
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+    await bed.claim("203.0.113.8")
+    await until(lambda: bed.on_link("203.0.113.7") and bed.on_link("203.0.113.8"))
+    pause = bed.srv.faults.pause(1.5)
+    bed.srv.faults.drop_watches()
+    await until(lambda: controller.fence.fenced)
+    # while this node is cut off, the scheduler moves one claim away
+    moved = {"metadata": {"labels": {LABEL_NODE: "node-b"}}, "spec": {"nodeName": "node-b"}}
+    bed.srv.store.patch("eipctl.io", "ipclaims", claim_name_for("203.0.113.8"), moved)
+    await pause
+    await until(lambda: bed.on_link("203.0.113.7"), timeout=10)
+    for _ in range(50):  # and the moved one never returns
+        assert not bed.on_link("203.0.113.8")
+        await asyncio.sleep(0.02)
+
+
+async def test_node_label_changes_reach_the_ipnode_at_resync(bed: Bed) -> None:
+    await bed.api.create(NODES, {"metadata": {"name": NODE, "labels": {"zone": "a"}}})
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.api.patch(NODES, NODE, {"metadata": {"labels": {"zone": "b"}}})
+
+    async def relabelled() -> bool:
+        ipnode = await bed.api.get(IPNODES, NODE)
+        return bool(ipnode["metadata"].get("labels") == {"zone": "b"})
+
+    await until(relabelled, timeout=FAST.resync_interval * 4)

@@ -1,0 +1,288 @@
+"""core/addresses.py: the controller's pure decisions."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eipctl.core.addresses import (
+    Address,
+    BlockReason,
+    ConflictDecision,
+    Fence,
+    FenceTransition,
+    HolderLiveness,
+    LinkView,
+    Liveness,
+    PlacedClaim,
+    apply_plan,
+    conflict_decision,
+    links_to_inspect,
+    plan,
+)
+
+
+def v4(text: str) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(text)
+
+
+def claim(name: str, ip: str, prefixlen: int = 32, link: str = "eth0") -> PlacedClaim:
+    return PlacedClaim(name, Address(link, ipaddress.ip_address(ip), prefixlen))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- examples --------------------------------------------------------------------------
+
+
+def test_new_claim_is_added_and_stray_managed_address_removed() -> None:
+    observed = {"eth0": LinkView(managed=frozenset({(v4("203.0.113.9"), 32)}))}
+    result = plan([claim("a", "203.0.113.7")], observed)
+    assert [c.name for c in result.add] == ["a"]
+    assert result.remove == (Address("eth0", v4("203.0.113.9"), 32),)
+    assert result.keep == ()
+
+
+def test_startup_keeps_addresses_already_on_the_link() -> None:
+    """A restart must not remove-then-add nor re-probe: present addresses are only kept."""
+    observed = {
+        "eth0": LinkView(managed=frozenset({(v4("203.0.113.7"), 32), (v4("203.0.113.8"), 32)}))
+    }
+    result = plan([claim("a", "203.0.113.7")], observed)
+    assert [c.name for c in result.keep] == ["a"]
+    assert result.add == ()
+    assert result.remove == (Address("eth0", v4("203.0.113.8"), 32),)
+
+
+def test_admin_address_is_never_removed_and_blocks_the_claim() -> None:
+    observed = {"eth0": LinkView(foreign=frozenset({v4("203.0.113.7"), v4("192.0.2.1")}))}
+    result = plan([claim("a", "203.0.113.7")], observed)
+    assert result.add == () and result.remove == ()
+    assert [(b.claim.name, b.reason) for b in result.blocked] == [("a", BlockReason.ADMIN_ADDRESS)]
+
+
+def test_missing_link_blocks_the_claim() -> None:
+    result = plan([claim("a", "203.0.113.7", link="eth9")], {"eth0": LinkView()})
+    assert [(b.claim.name, b.reason) for b in result.blocked] == [("a", BlockReason.LINK_MISSING)]
+
+
+def test_duplicate_ip_smallest_name_wins() -> None:
+    result = plan([claim("b", "203.0.113.7"), claim("a", "203.0.113.7")], {"eth0": LinkView()})
+    assert [c.name for c in result.add] == ["a"]
+    assert [(b.claim.name, b.reason) for b in result.blocked] == [("b", BlockReason.DUPLICATE_IP)]
+
+
+def test_prefix_change_is_a_replace_not_a_remove() -> None:
+    observed = {"eth0": LinkView(managed=frozenset({(v4("203.0.113.7"), 32)}))}
+    result = plan([claim("a", "203.0.113.7", prefixlen=24)], observed)
+    assert [c.address.prefixlen for c in result.add] == [24]
+    assert result.remove == ()
+
+
+def test_claim_moving_between_links_is_added_then_removed() -> None:
+    observed = {
+        "eth0": LinkView(managed=frozenset({(v4("203.0.113.7"), 32)})),
+        "eth1": LinkView(),
+    }
+    result = plan([claim("a", "203.0.113.7", link="eth1")], observed)
+    assert [c.address.link for c in result.add] == ["eth1"]
+    assert result.remove == (Address("eth0", v4("203.0.113.7"), 32),)
+
+
+def test_fenced_removes_everything_managed_and_adds_nothing() -> None:
+    observed = {
+        "eth0": LinkView(
+            managed=frozenset({(v4("203.0.113.7"), 32)}), foreign=frozenset({v4("192.0.2.1")})
+        )
+    }
+    result = plan([claim("a", "203.0.113.7"), claim("b", "203.0.113.8")], observed, fenced=True)
+    assert result.add == () and result.keep == () and result.blocked == ()
+    assert result.remove == (Address("eth0", v4("203.0.113.7"), 32),)
+
+
+def test_ipv6_and_ipv4_sort_together() -> None:
+    result = plan(
+        [claim("v6", "2001:db8::7", 128), claim("v4", "203.0.113.7")], {"eth0": LinkView()}
+    )
+    assert [c.name for c in result.add] == ["v4", "v6"]
+
+
+def test_links_to_inspect() -> None:
+    links = links_to_inspect("eth0", [claim("a", "203.0.113.7", link="eth1")], ["eth2"])
+    assert links == {"eth0", "eth1", "eth2"}
+
+
+# -- properties ------------------------------------------------------------------------
+
+LINKS = ("eth0", "eth1")
+ips = st.one_of(
+    st.integers(0, 15).map(lambda n: ipaddress.IPv4Address(int(v4("203.0.113.0")) + n)),
+    st.integers(0, 7).map(lambda n: ipaddress.IPv6Address(f"2001:db8::{n:x}")),
+)
+
+
+def prefix_for(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> st.SearchStrategy[int]:
+    return st.sampled_from((24, 32) if ip.version == 4 else (64, 128))
+
+
+@st.composite
+def claims(draw: st.DrawFn) -> PlacedClaim:
+    ip = draw(ips)
+    return PlacedClaim(
+        draw(st.sampled_from("abcdefgh")),
+        Address(draw(st.sampled_from((*LINKS, "eth9"))), ip, draw(prefix_for(ip))),
+    )
+
+
+@st.composite
+def link_views(draw: st.DrawFn) -> LinkView:
+    foreign = draw(st.frozensets(ips, max_size=3))
+    managed_ips = draw(st.frozensets(ips, max_size=6)) - foreign
+    managed = frozenset((ip, draw(prefix_for(ip))) for ip in managed_ips)
+    return LinkView(managed=managed, foreign=foreign)
+
+
+observed_links = st.fixed_dictionaries({link: link_views() for link in LINKS})
+
+
+@settings(max_examples=300)
+@given(st.lists(claims(), max_size=10), observed_links, st.booleans())
+def test_after_applying_the_plan_the_links_hold_exactly_the_desired_set(
+    desired: list[PlacedClaim], observed: dict[str, LinkView], fenced: bool
+) -> None:
+    desired_before = copy.deepcopy(desired)
+    observed_before = copy.deepcopy(observed)
+
+    actions = plan(desired, observed, fenced=fenced)
+    after = apply_plan(observed, actions)
+
+    # inputs untouched
+    assert desired == desired_before
+    assert observed == observed_before
+    # admin addresses are never in the remove set
+    for addr in actions.remove:
+        assert addr.ip not in observed[addr.link].foreign
+        assert (addr.ip, addr.prefixlen) in observed[addr.link].managed
+    # the managed addresses now equal the (unblocked) desired set
+    expected = {
+        (c.address.link, c.address.ip, c.address.prefixlen) for c in (*actions.add, *actions.keep)
+    }
+    got = {(link, ip, p) for link, view in after.items() for ip, p in view.managed}
+    assert got == expected
+    assert all(after[link].foreign == observed[link].foreign for link in LINKS)
+    # every claim is accounted for exactly once
+    if not fenced:
+        accounted = len(actions.add) + len(actions.keep) + len(actions.blocked)
+        assert accounted == len(desired)
+        # one claim per IP on the node
+        ips_held = [c.address.ip for c in (*actions.add, *actions.keep)]
+        assert len(ips_held) == len(set(ips_held))
+    else:
+        assert not (actions.add or actions.keep) and not got
+    # idempotent: a second pass over the result only keeps
+    again = plan(desired, after, fenced=fenced)
+    assert again.add == () and again.remove == ()
+
+
+@given(st.lists(claims(), max_size=10), observed_links)
+def test_addresses_already_on_the_link_are_never_re_added_or_removed(
+    desired: list[PlacedClaim], observed: dict[str, LinkView]
+) -> None:
+    actions = plan(desired, observed)
+    for c in actions.keep:
+        assert c.address not in actions.remove
+    removed = set(actions.remove)
+    losers = {id(b.claim) for b in actions.blocked}
+    for c in desired:
+        if id(c) in losers:
+            continue
+        a = c.address
+        if a.link in observed and (a.ip, a.prefixlen) in observed[a.link].managed:
+            # placed here and present: kept (unless another claim for the IP won)
+            assert a not in removed
+            assert all(x.address != a for x in actions.add)
+
+
+# -- fencing ---------------------------------------------------------------------------
+
+
+def is_fenced(fence: Fence) -> bool:  # a call, so mypy does not narrow the property
+    return fence.fenced
+
+
+def test_fence_after_node_timeout_without_success_and_restore_on_success() -> None:
+    clock = FakeClock()
+    fence = Fence(node_timeout=1.0, clock=clock)
+    assert fence.may_hold() and not fence.fenced
+    clock.now += 0.6
+    assert fence.succeeded() is FenceTransition.NONE
+    clock.now += 0.99
+    assert fence.check() is FenceTransition.NONE
+    assert fence.may_hold()
+    clock.now += 0.01
+    assert not fence.may_hold()  # renewals stop at the timeout even before check()
+    assert fence.check() is FenceTransition.FENCE
+    assert is_fenced(fence)
+    assert fence.check() is FenceTransition.NONE  # fences once
+    clock.now += 5
+    assert fence.succeeded() is FenceTransition.RESTORE
+    assert not is_fenced(fence) and fence.may_hold()
+
+
+def test_fence_timer_starts_at_construction() -> None:
+    clock = FakeClock()
+    fence = Fence(node_timeout=1.0, clock=clock)
+    clock.now += 1.0
+    assert fence.check() is FenceTransition.FENCE
+
+
+@given(st.lists(st.tuples(st.floats(0, 2), st.booleans()), max_size=40))
+def test_fence_state_matches_the_last_success(steps: list[tuple[float, bool]]) -> None:
+    clock = FakeClock()
+    fence = Fence(node_timeout=1.0, clock=clock)
+    last = clock.now
+    for dt, ok in steps:
+        clock.now += dt
+        if ok:
+            fence.succeeded()
+            last = clock.now
+        fence.check()
+        assert fence.fenced == (clock.now - last >= 1.0)
+
+
+# -- conflicts -------------------------------------------------------------------------
+
+
+def test_holder_liveness_on_our_clock() -> None:
+    clock = FakeClock()
+    holders = HolderLiveness(node_timeout=1.0, clock=clock)
+    assert holders.observe("n1", 5) is Liveness.LIVE  # first sight
+    clock.now += 0.9
+    assert holders.observe("n1", 5) is Liveness.LIVE
+    clock.now += 0.1
+    assert holders.observe("n1", 5) is Liveness.DEAD
+    assert holders.observe("n1", 6) is Liveness.LIVE  # it came back
+    assert holders.observe("n2", None) is Liveness.DEAD  # no IpNode
+
+
+def test_conflict_rule() -> None:
+    def decide(answered: bool, holder: str | None, live: Liveness | None) -> ConflictDecision:
+        return conflict_decision(
+            answered=answered, previous_holder=holder, own_node="me", holder_liveness=live
+        )
+
+    assert decide(False, None, None) is ConflictDecision.ADD
+    assert decide(False, "n1", Liveness.LIVE) is ConflictDecision.ADD
+    assert decide(True, "n1", Liveness.DEAD) is ConflictDecision.TAKE_OVER
+    assert decide(True, "n1", Liveness.LIVE) is ConflictDecision.WAIT
+    assert decide(True, None, None) is ConflictDecision.WAIT
+    assert decide(True, "me", Liveness.DEAD) is ConflictDecision.WAIT
