@@ -233,6 +233,30 @@ async def test_paging_and_delete_collection(api_client: Any) -> None:
     assert [c.metadata.name for c in left.items] == ["cm-3", "cm-4"]
 
 
+async def test_paged_list_is_one_snapshot(api_client: Any) -> None:
+    """Pages after the first come from the first page's instant, like etcd's paged reads."""
+    core = client.CoreV1Api(api_client)
+    for name in ("b", "d", "f"):
+        await core.create_namespaced_config_map("default", {"metadata": {"name": name}})
+    first = await core.list_namespaced_config_map("default", limit=1)
+    await core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})
+    await core.delete_namespaced_config_map("f", "default")
+    names = [c.metadata.name for c in first.items]
+    page = first
+    while page.metadata._continue:
+        page = await core.list_namespaced_config_map(
+            "default", limit=1, _continue=page.metadata._continue
+        )
+        assert page.metadata.resource_version == first.metadata.resource_version
+        names += [c.metadata.name for c in page.items]
+    assert names == ["b", "d", "f"]
+    with pytest.raises(ApiException) as exc:
+        await core.list_namespaced_config_map(
+            "default", limit=1, _continue=first.metadata._continue
+        )
+    assert exc.value.status == 410
+
+
 async def test_deleting_a_namespace_deletes_its_objects(
     apiserver: ApiServer, api_client: Any
 ) -> None:

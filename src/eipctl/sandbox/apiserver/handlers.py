@@ -7,6 +7,8 @@ import base64
 import contextlib
 import copy
 import json
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -100,12 +102,19 @@ def _with_version(rt: ResourceType, obj: Obj) -> Obj:
     return {**obj, "apiVersion": rt.group_version}
 
 
+_MAX_SNAPSHOTS = 64
+
+
 class Handlers:
     """Verb handlers bound to one store and one set of faults."""
 
     def __init__(self, store: Store, faults: Faults) -> None:
         self.store = store
         self.faults = faults
+        # Paged lists are served from a snapshot taken at the first page, as etcd does: later
+        # pages and the collection resourceVersion describe one instant. Stored objects are
+        # replaced, never mutated, on write, so keeping references is a true snapshot.
+        self._snapshots: OrderedDict[str, tuple[int, list[Obj]]] = OrderedDict()
 
     async def resource(self, request: web.Request) -> web.StreamResponse:
         """Dispatch a resource URL by method."""
@@ -192,22 +201,19 @@ class Handlers:
         pred = combine(
             label_selector(q.get("labelSelector")), field_selector(q.get("fieldSelector"))
         )
-        objs = self.store.list_objects(t.rt, t.namespace or None, pred)
-        meta: Obj = {"resourceVersion": str(self.store.revision)}
-        if q.get("continue"):
-            try:
-                after = tuple(json.loads(base64.urlsafe_b64decode(q["continue"]))["start"])
-            except (ValueError, KeyError, TypeError):
-                raise errors.bad_request("invalid continue token") from None
-            objs = [
-                o
-                for o in objs
-                if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > after
-            ]
         limit = int(q.get("limit") or 0)
+        if q.get("continue"):
+            revision, objs = self._resume(q["continue"])
+        else:
+            revision = self.store.revision
+            objs = self.store.list_objects(t.rt, t.namespace or None, pred)
+        meta: Obj = {"resourceVersion": str(revision)}
         if 0 < limit < len(objs):
-            last = objs[limit - 1]["metadata"]
-            token = {"start": [last.get("namespace", ""), last["name"]]}
+            snapshot_id = uuid.uuid4().hex
+            self._snapshots[snapshot_id] = (revision, objs[limit:])
+            while len(self._snapshots) > _MAX_SNAPSHOTS:
+                self._snapshots.popitem(last=False)
+            token = {"snapshot": snapshot_id}
             meta["continue"] = base64.urlsafe_b64encode(_dumps(token).encode()).decode()
             meta["remainingItemCount"] = len(objs) - limit
             objs = objs[:limit]
@@ -219,6 +225,19 @@ class Handlers:
             "items": items,
         }
         return self._maybe_table(request, t.rt, items, meta, plain)
+
+    def _resume(self, token: str) -> tuple[int, list[Obj]]:
+        """The rest of a paged list's snapshot; 410 when it has been dropped, as for etcd."""
+        try:
+            snapshot_id = json.loads(base64.urlsafe_b64decode(token))["snapshot"]
+        except (ValueError, KeyError, TypeError):
+            raise errors.bad_request("invalid continue token") from None
+        snapshot = self._snapshots.pop(snapshot_id, None)
+        if snapshot is None:
+            raise errors.gone(
+                "the provided continue parameter is too old to display a consistent list result"
+            )
+        return snapshot
 
     async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
         """Stream events as JSON lines until timeoutSeconds, a dropped watch, or disconnect."""
