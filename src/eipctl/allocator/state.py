@@ -1,0 +1,189 @@
+"""The allocator's running state for one leadership term: caches, book, queue, writer.
+
+Informers outlive terms (a standby keeps warm caches, so a handover is fast); everything
+that acts - the `AllocationBook`, the work queue, the writer - is made fresh when a term
+starts and rebuilt from the caches *before* any work is taken: existing claims first, then
+IPs that Services record but no claim backs, so nothing is handed out twice.
+
+Queue keys: ``svc:<ns>/<name>``, ``pool:<name>``, ``claim:<name>`` and ``pools`` (re-read
+the whole pool set: readiness and overlaps depend on every pool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from eipctl.allocator.views import (
+    ANNOTATION_ALLOCATED,
+    claim_info,
+    is_deleting,
+    pool_infos,
+    recorded_ips,
+)
+from eipctl.core.allocation import AllocationBook, PoolInfo
+from eipctl.core.naming import ANNOTATION_EXTERNAL_IP, LABEL_POOL
+from eipctl.kube.client import Obj
+from eipctl.kube.events import EventRecorder
+from eipctl.kube.informer import Informer
+from eipctl.kube.workqueue import WorkQueue
+from eipctl.kube.writer import SerializedWriter
+
+log = structlog.get_logger(__name__)
+
+POOL_STATUS_DELAY = 0.3
+"""Pool status is rewritten at most this often while claims churn (one write per burst)."""
+
+
+@dataclass
+class Caches:
+    services: Informer
+    claims: Informer
+    pools: Informer
+    namespaces: Informer
+
+    def all(self) -> list[Informer]:
+        return [self.services, self.claims, self.pools, self.namespaces]
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        obj = self.namespaces.get(namespace)
+        labels: Mapping[str, str] = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        return labels
+
+
+def interesting(obj: Mapping[str, Any]) -> bool:
+    """A Service the allocator must look at: it asks for an IP or records one."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return ANNOTATION_EXTERNAL_IP in annotations or ANNOTATION_ALLOCATED in annotations
+
+
+@dataclass
+class Term:
+    """One leadership term's acting state; informer handlers feed it while it is current."""
+
+    caches: Caches
+    book: AllocationBook
+    queue: WorkQueue[str]
+    writer: SerializedWriter
+    events: EventRecorder
+    waiting: set[str] = field(default_factory=set)
+    """Services waiting for space or a pool: served again when either changes."""
+    reported: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Last (reason, message) posted per object, so a waiting Service is told once."""
+    pool_view: dict[str, PoolInfo] = field(default_factory=dict)
+
+    def rebuild(self) -> None:
+        """Load claims, pools and recorded IPs into the book, then queue every object."""
+        self.refresh_pools()
+        for obj in self.caches.claims.objects():
+            info = claim_info(obj)
+            if info is not None:
+                self.book.claim_seen(info)
+        for obj in self.caches.services.objects():
+            if not is_deleting(obj) and interesting(obj):
+                key = _key(obj)
+                self.book.reserve_recorded(key, recorded_ips(obj))
+        self.resync()
+        log.info(
+            "allocator_rebuilt",
+            claims=len(self.caches.claims),
+            pools=len(self.caches.pools),
+            services=len(self.caches.services),
+        )
+
+    def resync(self) -> None:
+        """Queue every Service, claim and pool (level-based: a no-op for what is right)."""
+        self.resync_services()
+        for obj in self.caches.claims.objects():
+            self.queue.add(f"claim:{_name(obj)}")
+        for pool in self.book.pools():
+            self.queue.add(f"pool:{pool.name}")
+
+    def resync_services(self) -> None:
+        for obj in self.caches.services.objects():
+            if interesting(obj):
+                self.queue.add(f"svc:{_key(obj)}")
+
+    def refresh_pools(self) -> list[str]:
+        """Re-read every pool into the book; returns names whose view changed."""
+        infos = pool_infos(self.caches.pools.objects())
+        changed = [i.name for i in infos if self.pool_view.get(i.name) != i] + [
+            n for n in self.pool_view if n not in {i.name for i in infos}
+        ]
+        self.pool_view = {i.name: i for i in infos}
+        self.book.set_pools(infos)
+        return changed
+
+    # --- informer handlers ----------------------------------------------------------------
+    def on_service(self, old: Obj | None, new: Obj | None) -> None:
+        obj = new or old
+        assert obj is not None
+        key = _key(obj)
+        touched = any(o is not None and interesting(o) for o in (old, new))
+        if touched or self.book.held_by(key):
+            self.queue.add(f"svc:{key}")
+
+    def on_claim(self, old: Obj | None, new: Obj | None) -> None:
+        obj = new or old
+        assert obj is not None
+        before = claim_info(old) if old is not None else None
+        after = claim_info(new) if new is not None else None
+        if after is not None:
+            self.book.claim_seen(after)
+        elif before is not None:
+            self.book.claim_gone(before.ip)
+            self.wake_waiting()
+        if before == after:
+            return
+        for info in (before, after):
+            if info is not None:
+                for service in info.services:
+                    self.queue.add(f"svc:{service}")
+                self.queue.add_after(f"pool:{info.pool}", POOL_STATUS_DELAY)
+        self.queue.add(f"claim:{_name(obj)}")
+
+    def on_pool(self, _old: Obj | None, new: Obj | None) -> None:
+        self.queue.add("pools")
+        if new is not None:
+            self.queue.add(f"pool:{_name(new)}")
+
+    def on_namespace(self, old: Obj | None, new: Obj | None) -> None:
+        labels_old = ((old or {}).get("metadata") or {}).get("labels")
+        labels_new = ((new or {}).get("metadata") or {}).get("labels")
+        if labels_old == labels_new:
+            return
+        namespace = _name(new or old or {})
+        for obj in self.caches.services.objects():
+            if (obj.get("metadata") or {}).get("namespace") == namespace and interesting(obj):
+                self.queue.add(f"svc:{_key(obj)}")
+
+    def wake_waiting(self) -> None:
+        for key in self.waiting:
+            self.queue.add(f"svc:{key}")
+
+    def holders_of_pool(self, pool: str) -> set[str]:
+        return {
+            service
+            for claim in self.book.claims()
+            if claim.pool == pool
+            for service in claim.services
+        }
+
+    def claims_in_pool(self, pool: str) -> list[Obj]:
+        return [
+            obj
+            for obj in self.caches.claims.objects()
+            if ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_POOL) == pool
+        ]
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))

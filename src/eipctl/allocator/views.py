@@ -1,0 +1,294 @@
+"""Kubernetes objects <-> the allocator's decision inputs, and the edits it makes to them.
+
+Pure functions on plain dicts: reading a Service / IpClaimPool / IpClaim into the typed
+inputs of `core.allocation`, and the mutation functions the serialized writer applies to the
+freshest copy of a Service or IpClaim (so a stale cache never undoes anyone's change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from eipctl.core.allocation import ClaimInfo, PoolInfo, ServiceInfo
+from eipctl.core.conditions import READY, Condition, conditions_from_list, set_condition
+from eipctl.core.fields import ResourceError
+from eipctl.core.naming import API_VERSION, LABEL_POOL, claim_name_for, parse_ip
+from eipctl.core.pool import IPAddress, Pool, PoolError, find_overlaps
+from eipctl.core.resources import MAX_COUNT, IpClaimPool
+
+Obj = dict[str, Any]
+Mutation = Callable[[Obj], Obj | None]
+
+ANNOTATION_ALLOCATED: Final = "eipctl.io/allocated-ips"
+"""On a Service: the spec.externalIPs entries the allocator put there (comma list)."""
+ANNOTATION_CLAIM_SHARING_KEY: Final = "eipctl.io/sharing-key"
+"""On an IpClaim: the sharing key its Services share ("" = not shareable)."""
+LABEL_ORIGIN: Final = "eipctl.io/origin"
+"""On an IpClaim: who made it; the allocator writes ``allocator`` and deletes only those."""
+ORIGIN_ALLOCATOR: Final = "allocator"
+FINALIZER: Final = "eipctl.io/pool-protection"
+CONDITION_IN_POOL: Final = "InPool"
+"""On an IpClaim: False while the IP is kept although its pool no longer covers it."""
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta: Mapping[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(_meta(obj).get("deletionTimestamp"))
+
+
+def _parse_ips(text: str) -> tuple[IPAddress, ...]:
+    out: list[IPAddress] = []
+    for part in text.split(","):
+        try:
+            out.append(parse_ip(part.strip()))
+        except ValueError:
+            continue
+    return tuple(out)
+
+
+def recorded_ips(obj: Mapping[str, Any]) -> tuple[IPAddress, ...]:
+    """The IPs a Service's allocated-ips annotation records as the allocator's."""
+    return _parse_ips((_meta(obj).get("annotations") or {}).get(ANNOTATION_ALLOCATED, ""))
+
+
+def service_info(obj: Mapping[str, Any]) -> ServiceInfo:
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    families = tuple(
+        {"IPv4": 4, "IPv6": 6}[f] for f in spec.get("ipFamilies") or () if f in ("IPv4", "IPv6")
+    )
+    return ServiceInfo(
+        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        namespace=str(meta.get("namespace", "")),
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        ip_families=families,
+        recorded=recorded_ips(obj),
+    )
+
+
+def claim_info(obj: Mapping[str, Any]) -> ClaimInfo | None:
+    """None for an object that is not a usable claim (no parsable spec.ip)."""
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    try:
+        ip = parse_ip(str(spec.get("ip", "")))
+    except ValueError:
+        return None
+    labels = meta.get("labels") or {}
+    return ClaimInfo(
+        ip=ip,
+        pool=str(labels.get(LABEL_POOL, "")),
+        services=tuple(str(s) for s in spec.get("services") or ()),
+        owned=labels.get(LABEL_ORIGIN) == ORIGIN_ALLOCATOR,
+        sharing_key=str((meta.get("annotations") or {}).get(ANNOTATION_CLAIM_SHARING_KEY, "")),
+    )
+
+
+def pool_infos(objs: Iterable[Mapping[str, Any]]) -> list[PoolInfo]:
+    """Parse every pool; an invalid one, or one overlapping an older valid one, is not Ready.
+
+    The older pool (creationTimestamp, then name) keeps serving, so adding a bad pool never
+    breaks one that works.
+    """
+    ordered = sorted(
+        objs, key=lambda o: (str(_meta(o).get("creationTimestamp", "")), _meta(o).get("name", ""))
+    )
+    accepted: list[Pool] = []
+    infos: list[PoolInfo] = []
+    for obj in ordered:
+        name = str(_meta(obj).get("name", ""))
+        try:
+            typed = IpClaimPool.from_dict(obj)
+            spec = typed.spec
+            pool = Pool.parse(name, spec.cidr, spec.ranges, spec.exclude)
+        except (ResourceError, PoolError) as exc:
+            infos.append(
+                PoolInfo(name=name, pool=None, deleting=is_deleting(obj), problem=str(exc))
+            )
+            continue
+        problem = ""
+        for overlap in find_overlaps([*accepted, pool]):
+            if overlap.second == name:
+                problem = f"overlaps pool {overlap.first!r} (e.g. at {overlap.sample})"
+                break
+        if not problem:
+            accepted.append(pool)
+        infos.append(
+            PoolInfo(
+                name=name,
+                pool=pool,
+                auto_assign=spec.auto_assign,
+                service_selector=spec.service_selector,
+                namespace_selector=spec.namespace_selector,
+                deleting=is_deleting(obj),
+                problem=problem,
+                prefix_length=spec.prefix_length,
+            )
+        )
+    return infos
+
+
+def new_claim(ip: IPAddress, pool: PoolInfo | None, pool_name: str, service: str, key: str) -> Obj:
+    """The IpClaim that reserves ``ip`` for ``service`` (its name is derived from the IP)."""
+    meta: Obj = {
+        "name": claim_name_for(ip),
+        "labels": {LABEL_POOL: pool_name, LABEL_ORIGIN: ORIGIN_ALLOCATOR},
+    }
+    if key:
+        meta["annotations"] = {ANNOTATION_CLAIM_SHARING_KEY: key}
+    prefix = pool.prefix_length if pool is not None and pool.prefix_length else None
+    spec: Obj = {"ip": str(ip), "prefixLength": prefix or (32 if ip.version == 4 else 128)}
+    spec["services"] = [service]
+    return {"apiVersion": API_VERSION, "kind": "IpClaim", "metadata": meta, "spec": spec}
+
+
+class Refused(Exception):  # noqa: N818 (an outcome, like Conflict)
+    """A join the fresh claim no longer allows (its holders or key changed)."""
+
+
+def join_claim(service: str, key: str) -> Mutation:
+    def mutate(obj: Obj) -> None:
+        info = claim_info(obj)
+        if info is None or not info.owned or not key or info.sharing_key != key:
+            raise Refused(f"claim {_meta(obj).get('name')} is not shared with key {key!r}")
+        if not info.services and not is_deleting(obj):
+            raise Refused(f"claim {_meta(obj).get('name')} is being released")
+        spec = obj.setdefault("spec", {})
+        spec["services"] = sorted({*spec.get("services", ()), service})
+
+    return mutate
+
+
+def leave_claim(service: str) -> Mutation:
+    def mutate(obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        spec["services"] = [s for s in spec.get("services") or () if s != service]
+
+    return mutate
+
+
+def set_service_ips(desired: Iterable[IPAddress], ours: Iterable[IPAddress]) -> Mutation:
+    """spec.externalIPs keeps hand-set entries, drops ours that are not desired, adds desired.
+
+    ``ours`` = every IP the allocator may have put there (recorded, kept, released).
+    """
+    want = [str(ip) for ip in desired]
+    mine = {str(ip) for ip in ours} | {str(ip) for ip in want}
+
+    def mutate(obj: Obj) -> None:
+        meta = obj.setdefault("metadata", {})
+        annotations = dict(meta.get("annotations") or {})
+        mine_now = mine | {str(ip) for ip in recorded_ips(obj)}
+        spec = obj.setdefault("spec", {})
+        current = [ip for ip in spec.get("externalIPs") or () if ip not in mine_now or ip in want]
+        current += [ip for ip in want if ip not in current]
+        if current:
+            spec["externalIPs"] = current
+        else:
+            spec.pop("externalIPs", None)
+        if want:
+            annotations[ANNOTATION_ALLOCATED] = ",".join(want)
+        else:
+            annotations.pop(ANNOTATION_ALLOCATED, None)
+        meta["annotations"] = annotations
+
+    return mutate
+
+
+def set_ingress(desired: Iterable[IPAddress], ours: Iterable[IPAddress]) -> Mutation:
+    """status.loadBalancer.ingress: our entries = desired (LoadBalancer only), others kept."""
+    want = [str(ip) for ip in desired]
+    mine = {str(ip) for ip in ours} | set(want)
+
+    def mutate(obj: Obj) -> None:
+        lb_type = (obj.get("spec") or {}).get("type") == "LoadBalancer"
+        status = obj.setdefault("status", {})
+        balancer = status.get("loadBalancer") or {}
+        old = list(balancer.get("ingress") or ())
+        ingress = [e for e in old if e.get("ip") not in mine]
+        if lb_type:
+            ingress += [{"ip": ip} for ip in want]
+        if ingress == old:
+            return
+        status["loadBalancer"] = {**balancer, "ingress": ingress} if ingress else {}
+
+    return mutate
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def condition_mutation(condition: Condition) -> Mutation:
+    """Set one status condition (lastTransitionTime kept when the status did not change)."""
+
+    def mutate(obj: Obj) -> None:
+        status = obj.setdefault("status", {})
+        try:
+            current = conditions_from_list(status.get("conditions"), "status.conditions")
+        except ResourceError:
+            current = ()
+        updated = set_condition(current, condition)
+        if updated != current:
+            status["conditions"] = [c.to_dict() for c in updated]
+
+    return mutate
+
+
+def in_pool_condition(reason: str, message: str) -> Condition:
+    ok = reason == ""
+    return Condition(
+        type=CONDITION_IN_POOL,
+        status="True" if ok else "False",
+        reason=reason or "InPool",
+        message=message or "the IP lies in its pool",
+        last_transition_time=_now(),
+    )
+
+
+def pool_status(info: PoolInfo, allocated: int, free: int, generation: int | None) -> Mutation:
+    """IpClaimPool status: counts and the Ready condition (or why not)."""
+    if info.deleting:
+        cond = ("False", "Deleting", f"waiting for {allocated} allocation(s) to be released")
+    elif info.pool is None:
+        cond = ("False", "InvalidSpec", info.problem)
+    elif info.problem:
+        cond = ("False", "Overlap", info.problem)
+    else:
+        cond = ("True", "Ready", f"{info.pool.size} address(es), {free} free")
+    ready = Condition(
+        type=READY,
+        status=cond[0],  # type: ignore[arg-type]
+        reason=cond[1],
+        message=cond[2],
+        last_transition_time=_now(),
+        observed_generation=generation,
+    )
+    set_ready = condition_mutation(ready)
+
+    def mutate(obj: Obj) -> None:
+        status = obj.setdefault("status", {})
+        status["allocated"] = allocated
+        status["free"] = min(free, MAX_COUNT)
+        set_ready(obj)
+
+    return mutate
+
+
+def set_finalizer(present: bool) -> Mutation:
+    def mutate(obj: Obj) -> None:
+        meta = obj.setdefault("metadata", {})
+        finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]
+        if present:
+            finalizers.append(FINALIZER)
+        if finalizers != list(meta.get("finalizers") or ()):
+            meta["finalizers"] = finalizers
+
+    return mutate
