@@ -22,8 +22,7 @@ from test_allocator_support import (
     update,
 )
 
-from eipctl.allocator.process import NAMESPACES
-from eipctl.kube.client import KubeApi, Obj
+from eipctl.kube.client import NAMESPACES, KubeApi, Obj
 
 
 async def test_auto_service_gets_lowest_free_ip_and_claim(

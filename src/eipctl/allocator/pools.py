@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import structlog
 
+from eipctl.allocator import metrics
 from eipctl.allocator.state import Term
 from eipctl.allocator.views import (
     FINALIZER,
@@ -23,7 +24,8 @@ from eipctl.allocator.views import (
     pool_status,
     set_finalizer,
 )
-from eipctl.core.allocation import PoolInfo
+from eipctl.core.allocation_inputs import PoolInfo
+from eipctl.core.naming import API_VERSION
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, SERVICES, KubeApi, Obj
 from eipctl.kube.errors import Conflict, NotFound
 from eipctl.kube.workqueue import DONE, Result, requeue_after
@@ -60,6 +62,7 @@ class PoolReconciler:
         obj = term.caches.pools.get(name)
         info = term.book.pool(name)
         if obj is None or info is None:
+            metrics.clear_pool_addresses(name)
             return DONE
         owned = [c for c in term.claims_in_pool(name) if _owned(c)]
         if info.deleting:
@@ -68,6 +71,10 @@ class PoolReconciler:
         if FINALIZER not in finalizers:
             await term.writer.update(IPCLAIMPOOLS, name, set_finalizer(True))
         allocated, free = term.book.counts(name)
+        if info.pool is not None:
+            metrics.set_pool_addresses(name, info.pool.size, free)
+        else:
+            metrics.clear_pool_addresses(name)
         generation = (obj.get("metadata") or {}).get("generation")
         mutate = pool_status(info, allocated, free, generation)
         await term.writer.update_status(IPCLAIMPOOLS, name, mutate)
@@ -81,6 +88,7 @@ class PoolReconciler:
                 await term.writer.update(IPCLAIMPOOLS, name, set_finalizer(False))
             except NotFound:
                 return DONE
+            metrics.clear_pool_addresses(name)
             log.info("pool_released", pool=name)
             return DONE
         allocated = len(owned)
@@ -108,7 +116,7 @@ class PoolReconciler:
             return
         term.reported[key] = (reason, problem)
         log.warning("pool_problem", pool=name, reason=reason, message=problem)
-        typed = {"apiVersion": "eipctl.io/v1alpha1", "kind": "IpClaimPool", **obj}
+        typed = {"apiVersion": API_VERSION, "kind": "IpClaimPool", **obj}
         term.events.emit(typed, "Warning", reason, problem)
 
     # --- claims -----------------------------------------------------------------------------
@@ -128,12 +136,19 @@ class PoolReconciler:
             return DONE
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         try:
-            await term.writer.delete(IPCLAIMS, name, resource_version=rv)
+            deleted = await term.writer.delete(IPCLAIMS, name, resource_version=rv)
         except Conflict:
             return requeue_after(0.2)
         term.book.claim_gone(info.ip)
         term.wake_waiting()
+        if not deleted:  # someone else removed it first
+            return DONE
+        metrics.RELEASES.labels(info.pool, metrics.RELEASE_ORPHANED).inc()
         log.info("orphan_claim_deleted", claim=name, ip=str(info.ip), services=list(info.services))
+        holders = ", ".join(info.services) or "none"
+        message = f"released {info.ip} (pool {info.pool}): its Services are gone ({holders})"
+        typed = {"apiVersion": API_VERSION, "kind": "IpClaim", **obj}
+        term.events.emit(typed, "Normal", "Released", message)
         return DONE
 
     async def _service_exists(self, key: str) -> bool:

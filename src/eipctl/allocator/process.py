@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from eipctl.allocator import metrics
 from eipctl.allocator.pools import PoolReconciler
 from eipctl.allocator.services import ServiceReconciler
 from eipctl.allocator.state import Caches, Term
@@ -24,10 +25,10 @@ from eipctl.health import Health
 from eipctl.kube.client import (
     IPCLAIMPOOLS,
     IPCLAIMS,
+    NAMESPACES,
     SERVICES,
     KubeApi,
     Obj,
-    ResourceRef,
     connect,
 )
 from eipctl.kube.events import EventRecorder
@@ -42,7 +43,6 @@ LEASE_NAME = "eipctl-allocator"
 COMPONENT = "eipctl-allocator"
 RESYNC_INTERVAL = 300.0
 """Seconds between full passes over every object: insurance against a missed event."""
-NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 
 
 class _Route:
@@ -87,6 +87,7 @@ class Allocator:
         self.caches.claims.add_handler(_Route(self, "on_claim"))
         self.caches.pools.add_handler(_Route(self, "on_pool"))
         self.caches.namespaces.add_handler(_Route(self, "on_namespace"))
+        metrics.LEADER.labels(metrics.COMPONENT).set(0)
 
     @property
     def synced(self) -> bool:
@@ -136,6 +137,7 @@ class Allocator:
 
         term.rebuild()
         self.term = term
+        metrics.LEADER.labels(metrics.COMPONENT).set(1)
         log.info("allocator_leading", identity=self.settings.identity)
         workers = asyncio.create_task(
             run_workers(term.queue, handle, workers=self.settings.workers, drain_timeout=0.1)
@@ -147,10 +149,11 @@ class Allocator:
             await asyncio.shield(workers)
         finally:
             self.term = None
+            metrics.LEADER.labels(metrics.COMPONENT).set(0)
+            metrics.clear_all_pool_addresses()
             resync.cancel()
             workers.cancel()
-            for task in list(writer._tasks):  # private: the writer has no public cancel yet
-                task.cancel()
+            await writer.close()  # a write still queued must not land after the term
             await asyncio.wait({workers})
             log.info("allocator_standing_by", identity=self.settings.identity)
 

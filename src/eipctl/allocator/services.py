@@ -8,15 +8,21 @@ twice and nothing that a restart cannot finish:
 - release: take the IP off the Service first, then drop the Service from the claim (delete
   it when it was the last holder, with a resourceVersion precondition so a Service joining
   at that moment is never cut off).
+
+Each IP given or taken back gets a Normal Event (``Allocated`` / ``Released``) on the Service,
+so ``kubectl describe service`` answers "why does it have this IP"; Events are fire and
+forget, outside the three writes per Service that allocation itself needs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from ipaddress import IPv4Address, IPv6Address
 
 import structlog
 
+from eipctl.allocator import metrics
 from eipctl.allocator.state import Term
 from eipctl.allocator.views import (
     Refused,
@@ -32,8 +38,14 @@ from eipctl.allocator.views import (
     set_ingress,
     set_service_ips,
 )
-from eipctl.core.allocation import Acquire, ClaimInfo, Plan, ServiceInfo
-from eipctl.core.naming import claim_name_for
+from eipctl.core.allocation_inputs import ClaimInfo, ServiceInfo
+from eipctl.core.allocation_planner import Acquire, Plan
+from eipctl.core.naming import (
+    ANNOTATION_EXTERNAL_IP,
+    ANNOTATION_SHARING_KEY,
+    CONDITION_IN_POOL,
+    claim_name_for,
+)
 from eipctl.kube.client import IPCLAIMS, SERVICES, KubeApi, Obj
 from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
 from eipctl.kube.workqueue import DONE, Result, requeue_after
@@ -50,6 +62,7 @@ class ServiceReconciler:
 
     async def reconcile(self, key: str) -> Result:
         term = self.term
+        seen_at = term.first_seen.get(key, time.monotonic())
         obj = term.caches.services.get(key)
         info: ServiceInfo | None = None
         if obj is not None and not is_deleting(obj):
@@ -64,6 +77,7 @@ class ServiceReconciler:
             for acq in plan.acquire:
                 if await self._acquire(key, acq, info):
                     acquired.append(acq.ip)
+                    metrics.ALLOCATIONS.labels(acq.pool, metrics.family(acq.ip)).inc()
                 else:
                     raced = True
         finally:
@@ -71,12 +85,23 @@ class ServiceReconciler:
                 if acq.ip not in acquired and not acq.join:
                     term.book.settle(acq.ip, key, None)
         desired = sorted((*plan.keep, *acquired), key=lambda ip: (ip.version, int(ip)))
+        written = False
         if obj is not None and info is not None:
             ours = {*plan.keep, *plan.release, *acquired, *recorded_ips(obj)}
-            await self._write_service(key, desired, ours)
+            written = await self._write_service(key, desired, ours)
+        if written:
+            pools = {a.ip: a.pool for a in plan.acquire}
+            for ip in acquired:
+                self._event(key, obj, "Allocated", f"allocated {ip} from pool {pools[ip]}")
         for ip in plan.release:
-            await self._release(key, ip)
+            reason = self._release_reason(info, ip)
+            pool = await self._release(key, ip)
+            if pool is not None:
+                metrics.RELEASES.labels(pool, reason).inc()
+                message = f"released {ip} (pool {pool}): {reason.replace('_', ' ')}"
+                self._event(key, obj, "Released", message)
         self._log(plan, desired, acquired)
+        self._time(key, seen_at, plan, written and bool(acquired), raced)
         await self._mark(plan, obj)
         self._report(key, obj, plan)
         return requeue_after(0) if raced else DONE
@@ -86,7 +111,7 @@ class ServiceReconciler:
         """Create (or join) the claim; False if someone else holds the IP after all."""
         term = self.term
         name = claim_name_for(acq.ip)
-        sharing_key = info.annotations.get("external-ip-sharing-key", "").strip() if info else ""
+        sharing_key = info.annotations.get(ANNOTATION_SHARING_KEY, "").strip() if info else ""
         if acq.join:
             try:
                 stored = await term.writer.update(IPCLAIMS, name, join_claim(key, sharing_key))
@@ -118,11 +143,23 @@ class ServiceReconciler:
             self.term.book.claim_seen(info)
         return info
 
-    async def _release(self, key: str, ip: IPAddress) -> None:
+    def _release_reason(self, info: ServiceInfo | None, ip: IPAddress) -> str:
+        if info is None:
+            return metrics.RELEASE_SERVICE_DELETED
+        if ANNOTATION_EXTERNAL_IP not in info.annotations:
+            return metrics.RELEASE_ANNOTATION_REMOVED
+        claim = self.term.book.claim(ip)
+        pool = self.term.book.pool(claim.pool) if claim is not None else None
+        if pool is not None and pool.deleting and self.term.book.purge_on_pool_delete:
+            return metrics.RELEASE_POOL_PURGED
+        return metrics.RELEASE_REQUEST_CHANGED
+
+    async def _release(self, key: str, ip: IPAddress) -> str | None:
+        """Take ``key`` off the claim of ``ip``; the claim's pool if this call let the IP go."""
         term = self.term
         claim = term.book.claim(ip)
         if claim is None or key not in claim.services:
-            return
+            return None
         name = claim_name_for(ip)
         cached = term.caches.claims.get(name) or await self._get_claim(name)
         for _ in range(5):
@@ -131,12 +168,12 @@ class ServiceReconciler:
                 break
             if key not in current.services:
                 self.term.book.claim_seen(current)
-                return
+                return None
             if set(current.services) - {key}:
                 stored = await term.writer.update(IPCLAIMS, name, leave_claim(key))
                 self._seen(stored)
                 log.info("claim_left", service=key, ip=str(ip), claim=name)
-                return
+                return claim.pool
             rv = ((cached or {}).get("metadata") or {}).get("resourceVersion")
             try:
                 await term.writer.delete(IPCLAIMS, name, resource_version=rv)
@@ -148,6 +185,7 @@ class ServiceReconciler:
         term.book.claim_gone(ip)
         term.wake_waiting()
         log.info("claim_deleted", service=key, ip=str(ip), claim=name)
+        return claim.pool
 
     async def _get_claim(self, name: str) -> Obj | None:
         try:
@@ -166,7 +204,8 @@ class ServiceReconciler:
     # --- the Service ------------------------------------------------------------------------
     async def _write_service(
         self, key: str, desired: list[IPAddress], ours: set[IPAddress]
-    ) -> None:
+    ) -> bool:
+        """Spec and status of the Service; False if it vanished meanwhile."""
         namespace, _, name = key.partition("/")
         writer = self.term.writer
         try:
@@ -180,6 +219,8 @@ class ServiceReconciler:
             )
         except NotFound:
             log.info("service_vanished", service=key)
+            return False
+        return True
 
     async def _mark(self, plan: Plan, obj: Obj | None) -> None:
         """Claims kept outside their pool get InPool=False (and the Service an Event, once)."""
@@ -192,7 +233,7 @@ class ServiceReconciler:
             if cached is None:
                 continue
             conditions = (cached.get("status") or {}).get("conditions") or []
-            now = next((c for c in conditions if c.get("type") == "InPool"), None)
+            now = next((c for c in conditions if c.get("type") == CONDITION_IN_POOL), None)
             if mark is None and (now is None or now.get("status") == "True"):
                 continue
             if mark is not None and now is not None and now.get("reason") == mark.reason:
@@ -222,8 +263,27 @@ class ServiceReconciler:
         if term.reported.get(key) == last or obj is None:
             return
         term.reported[key] = last
+        metrics.ALLOCATION_FAILURES.labels(metrics.failure_reason(problem.reason)).inc()
         log.warning("service_problem", service=key, reason=problem.reason, message=problem.message)
         term.events.emit(_typed(obj), "Warning", problem.reason, problem.message)
+
+    def _event(self, key: str, obj: Obj | None, reason: str, message: str) -> None:
+        """A Normal Event on the Service (a bare reference when it is already gone)."""
+        namespace, _, name = key.partition("/")
+        involved = obj if obj is not None else {"metadata": {"name": name, "namespace": namespace}}
+        self.term.events.emit(_typed(involved), "Normal", reason, message)
+
+    def _time(self, key: str, seen_at: float, plan: Plan, served: bool, raced: bool) -> None:
+        """Observe the allocation duration once the Service carries a new IP; keep the start
+        while it still waits (a pool, space, a lost race), forget it otherwise."""
+        first_seen = self.term.first_seen
+        if served:
+            metrics.ALLOCATION_SECONDS.observe(time.monotonic() - seen_at)
+            first_seen.pop(key, None)
+        elif raced or any(p.waiting for p in plan.problems):
+            first_seen[key] = seen_at
+        else:
+            first_seen.pop(key, None)
 
     def _log(self, plan: Plan, desired: list[IPAddress], acquired: list[IPAddress]) -> None:
         if acquired or plan.release:

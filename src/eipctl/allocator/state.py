@@ -11,6 +11,7 @@ the whole pool set: readiness and overlaps depend on every pool).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,14 +19,14 @@ from typing import Any
 import structlog
 
 from eipctl.allocator.views import (
-    ANNOTATION_ALLOCATED,
     claim_info,
     is_deleting,
     pool_infos,
     recorded_ips,
 )
-from eipctl.core.allocation import AllocationBook, PoolInfo
-from eipctl.core.naming import ANNOTATION_EXTERNAL_IP, LABEL_POOL
+from eipctl.core.allocation import AllocationBook
+from eipctl.core.allocation_inputs import PoolInfo
+from eipctl.core.naming import ANNOTATION_ALLOCATED_IPS, ANNOTATION_EXTERNAL_IP, LABEL_POOL
 from eipctl.kube.client import Obj
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import Informer
@@ -57,7 +58,7 @@ class Caches:
 def interesting(obj: Mapping[str, Any]) -> bool:
     """A Service the allocator must look at: it asks for an IP or records one."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return ANNOTATION_EXTERNAL_IP in annotations or ANNOTATION_ALLOCATED in annotations
+    return ANNOTATION_EXTERNAL_IP in annotations or ANNOTATION_ALLOCATED_IPS in annotations
 
 
 @dataclass
@@ -74,6 +75,9 @@ class Term:
     reported: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Last (reason, message) posted per object, so a waiting Service is told once."""
     pool_view: dict[str, PoolInfo] = field(default_factory=dict)
+    first_seen: dict[str, float] = field(default_factory=dict)
+    """When (monotonic) a Service was first seen needing attention, for the allocation
+    duration metric; dropped once it holds what it asks for."""
 
     def rebuild(self) -> None:
         """Load claims, pools and recorded IPs into the book, then queue every object."""
@@ -86,6 +90,7 @@ class Term:
             if not is_deleting(obj) and interesting(obj):
                 key = _key(obj)
                 self.book.reserve_recorded(key, recorded_ips(obj))
+                self.first_seen.setdefault(key, time.monotonic())
         self.resync()
         log.info(
             "allocator_rebuilt",
@@ -124,6 +129,8 @@ class Term:
         key = _key(obj)
         touched = any(o is not None and interesting(o) for o in (old, new))
         if touched or self.book.held_by(key):
+            if new is not None and interesting(new):
+                self.first_seen.setdefault(key, time.monotonic())
             self.queue.add(f"svc:{key}")
 
     def on_claim(self, old: Obj | None, new: Obj | None) -> None:

@@ -1,8 +1,8 @@
 """Kubernetes objects <-> the allocator's decision inputs, and the edits it makes to them.
 
 Pure functions on plain dicts: reading a Service / IpClaimPool / IpClaim into the typed
-inputs of `core.allocation`, and the mutation functions the serialized writer applies to the
-freshest copy of a Service or IpClaim (so a stale cache never undoes anyone's change).
+inputs of `core.allocation_inputs`, and the mutation functions the serialized writer applies
+to the freshest copy of a Service or IpClaim (so a stale cache never undoes anyone's change).
 """
 
 from __future__ import annotations
@@ -11,26 +11,27 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from eipctl.core.allocation import ClaimInfo, PoolInfo, ServiceInfo
+from eipctl.core.allocation_inputs import ClaimInfo, PoolInfo, ServiceInfo
 from eipctl.core.conditions import READY, Condition, conditions_from_list, set_condition
 from eipctl.core.fields import ResourceError
-from eipctl.core.naming import API_VERSION, LABEL_POOL, claim_name_for, parse_ip
+from eipctl.core.naming import (
+    ANNOTATION_ALLOCATED_IPS,
+    ANNOTATION_CLAIM_SHARING_KEY,
+    API_VERSION,
+    CONDITION_IN_POOL,
+    LABEL_ORIGIN,
+    LABEL_POOL,
+    ORIGIN_ALLOCATOR,
+    claim_name_for,
+    parse_ip,
+)
 from eipctl.core.pool import IPAddress, Pool, PoolError, find_overlaps
 from eipctl.core.resources import MAX_COUNT, IpClaimPool
 
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], Obj | None]
 
-ANNOTATION_ALLOCATED: Final = "eipctl.io/allocated-ips"
-"""On a Service: the spec.externalIPs entries the allocator put there (comma list)."""
-ANNOTATION_CLAIM_SHARING_KEY: Final = "eipctl.io/sharing-key"
-"""On an IpClaim: the sharing key its Services share ("" = not shareable)."""
-LABEL_ORIGIN: Final = "eipctl.io/origin"
-"""On an IpClaim: who made it; the allocator writes ``allocator`` and deletes only those."""
-ORIGIN_ALLOCATOR: Final = "allocator"
 FINALIZER: Final = "eipctl.io/pool-protection"
-CONDITION_IN_POOL: Final = "InPool"
-"""On an IpClaim: False while the IP is kept although its pool no longer covers it."""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -54,7 +55,7 @@ def _parse_ips(text: str) -> tuple[IPAddress, ...]:
 
 def recorded_ips(obj: Mapping[str, Any]) -> tuple[IPAddress, ...]:
     """The IPs a Service's allocated-ips annotation records as the allocator's."""
-    return _parse_ips((_meta(obj).get("annotations") or {}).get(ANNOTATION_ALLOCATED, ""))
+    return _parse_ips((_meta(obj).get("annotations") or {}).get(ANNOTATION_ALLOCATED_IPS, ""))
 
 
 def service_info(obj: Mapping[str, Any]) -> ServiceInfo:
@@ -194,9 +195,9 @@ def set_service_ips(desired: Iterable[IPAddress], ours: Iterable[IPAddress]) -> 
         else:
             spec.pop("externalIPs", None)
         if want:
-            annotations[ANNOTATION_ALLOCATED] = ",".join(want)
+            annotations[ANNOTATION_ALLOCATED_IPS] = ",".join(want)
         else:
-            annotations.pop(ANNOTATION_ALLOCATED, None)
+            annotations.pop(ANNOTATION_ALLOCATED_IPS, None)
         meta["annotations"] = annotations
 
     return mutate
@@ -247,7 +248,7 @@ def in_pool_condition(reason: str, message: str) -> Condition:
     return Condition(
         type=CONDITION_IN_POOL,
         status="True" if ok else "False",
-        reason=reason or "InPool",
+        reason=reason or CONDITION_IN_POOL,
         message=message or "the IP lies in its pool",
         last_transition_time=_now(),
     )

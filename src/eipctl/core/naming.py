@@ -38,6 +38,16 @@ LABEL_POOL: Final = "eipctl.io/pool"
 """On an IpClaim: the IpClaimPool the IP came from."""
 LABEL_NODE: Final = "eipctl.io/node"
 """On an IpClaim: the IpNode it is placed on, so a controller can watch only its own claims."""
+LABEL_ORIGIN: Final = "eipctl.io/origin"
+"""On an IpClaim: who made it, and so who may delete it (`ORIGIN_ALLOCATOR`, `ORIGIN_MANUAL`)."""
+ORIGIN_ALLOCATOR: Final = "allocator"
+"""`LABEL_ORIGIN` of claims the allocator made for annotated Services; only it deletes them."""
+ORIGIN_MANUAL: Final = "manual"
+"""`LABEL_ORIGIN` of claims the scheduler made for hand-set ``spec.externalIPs``."""
+ANNOTATION_CLAIM_SHARING_KEY: Final = "eipctl.io/sharing-key"
+"""On an IpClaim: the sharing key its Services share (absent = not shareable)."""
+CONDITION_IN_POOL: Final = "InPool"
+"""IpClaim condition: False while an IP is kept although its pool no longer covers it."""
 
 ANNOTATION_EXTERNAL_IP: Final = "external-ip"
 """On a Service: ``auto`` or a literal IP."""
@@ -47,6 +57,9 @@ ANNOTATION_SHARING_KEY: Final = "external-ip-sharing-key"
 """On a Service: Services with the same key may share one IP."""
 AUTO: Final = "auto"
 """The ``external-ip`` value that asks for any IP from an autoAssign pool."""
+ANNOTATION_ALLOCATED_IPS: Final = "eipctl.io/allocated-ips"
+"""On a Service: the ``spec.externalIPs`` entries the allocator put there (comma list), so
+hand-set entries are never taken for the allocator's."""
 
 MAX_NAME_LENGTH: Final = 253
 DNS1123_SUBDOMAIN: Final = re.compile(

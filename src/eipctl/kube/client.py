@@ -59,6 +59,7 @@ class ResourceRef:
 
 SERVICES = ResourceRef("", "v1", "services", "Service", namespaced=True)
 NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 IPCLAIMS = ResourceRef("eipctl.io", "v1alpha1", "ipclaims", "IpClaim", namespaced=False)

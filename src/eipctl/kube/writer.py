@@ -89,6 +89,7 @@ class _Op:
 class _Lane:
     ops: deque[_Op] = field(default_factory=deque)
     memo: Obj | None = None  # what our last write returned: usually the freshest copy
+    batch: list[_Op] = field(default_factory=list)  # being written now
 
 
 @dataclass
@@ -115,6 +116,7 @@ class SerializedWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._caches: dict[ResourceRef, CacheReader] = {}
         self._sem = asyncio.Semaphore(self.settings.max_in_flight)
+        self._closed = False
 
     def use_cache(self, ref: ResourceRef, cache: CacheReader) -> None:
         """Start updates of `ref` objects from this cache's copy instead of a GET."""
@@ -179,12 +181,33 @@ class SerializedWriter:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def close(self) -> None:
+        """Cancel every lane and wait until they have stopped; later writes are refused.
+
+        For a process that must stop acting at once (a lost Lease): writes not yet sent are
+        withdrawn, and a write already sent is abandoned - it may or may not land, which
+        resourceVersion preconditions make safe, and the next reader sees what happened.
+        Every caller still waiting, and every later caller, gets `asyncio.CancelledError`.
+        """
+        self._closed = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     @property
     def pending(self) -> int:
         return sum(len(lane.ops) for lane in self._lanes.values())
 
     # --- lanes --------------------------------------------------------------------------
     async def _submit(self, ref: ResourceRef, ns: str | None, name: str, op: _Op) -> Any:
+        if self._closed:
+            op.future.cancel()
+            return await op.future
         key: LaneKey = (ref, ns if ref.namespaced else None, name)
         lane = self._lanes.get(key)
         if lane is None:
@@ -211,15 +234,17 @@ class SerializedWriter:
                     continue
                 if len(batch) > 1:
                     WRITER_COALESCED.labels(key[0].plural).inc(len(batch) - 1)
+                lane.batch = batch
                 try:
                     await self._execute(key, lane, batch)
                 except Exception as exc:
                     for op in batch:
                         if not op.future.done():
                             op.future.set_exception(exc)
+                lane.batch = []
         finally:
             del self._lanes[key]
-            for op in lane.ops:  # only when cancelled
+            for op in (*lane.batch, *lane.ops):  # only when cancelled
                 op.future.cancel()
 
     async def _call(self, coro_fn: Callable[[], Any]) -> Any:

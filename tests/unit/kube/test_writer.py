@@ -186,3 +186,45 @@ async def test_patch_and_drain() -> None:
     assert task.done()
     assert api.objects[("ipclaims", "c1")]["metadata"]["labels"] == {"a": "b"}
     assert w.pending == 0
+
+
+async def test_close_cancels_in_flight_and_queued_writes_and_refuses_new_ones() -> None:
+    class StuckApi(FakeApi):
+        """Writes to c1 hang until released, as a request to an unresponsive server would."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = asyncio.Event()
+            self.sent = asyncio.Event()
+
+        async def replace(self, ref: Any, obj: Obj, sub: Any = None) -> Obj:
+            if obj["metadata"]["name"] == "c1":
+                self.sent.set()
+                await self.release.wait()
+            return await super().replace(ref, obj, sub)
+
+    api = StuckApi()
+    api.put(IPCLAIMS, claim("c1"))
+    api.put(IPCLAIMS, claim("c2"))
+    w = SerializedWriter(api, fast())
+    in_flight = asyncio.create_task(w.update(IPCLAIMS, "c1", incr))
+    await api.sent.wait()
+    queued = asyncio.create_task(w.delete(IPCLAIMS, "c1"))
+    await asyncio.sleep(0)
+    assert w.pending == 1
+    done = await w.update(IPCLAIMS, "c2", incr)  # another lane is not held up
+    assert done["spec"]["n"] == 1
+
+    async with asyncio.timeout(1):
+        await w.close()
+        results = await asyncio.gather(in_flight, queued, return_exceptions=True)
+    assert [type(r) for r in results] == [asyncio.CancelledError, asyncio.CancelledError]
+    assert w.closed and w.pending == 0
+    await w.drain()  # no lane task is left behind
+    with pytest.raises(asyncio.CancelledError):
+        await w.update(IPCLAIMS, "c2", incr)
+    api.release.set()
+    await asyncio.sleep(0)
+    assert api.objects[("ipclaims", "c1")]["spec"]["n"] == 0  # withdrawn, never applied
+    assert api.objects[("ipclaims", "c2")]["spec"]["n"] == 1
+    assert ("ipclaims", "c1") in api.objects  # the queued delete never ran
