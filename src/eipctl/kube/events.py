@@ -43,7 +43,14 @@ class EventRecorder:
     """Posts core/v1 Events about objects, as `component` (e.g. "eipctl-scheduler")."""
 
     def __init__(
-        self, api: EventApi, component: str, *, host: str = "", max_remembered: int = 4096
+        self,
+        api: EventApi,
+        component: str,
+        *,
+        host: str = "",
+        max_remembered: int = 4096,
+        max_in_flight: int = 4,
+        max_backlog: int = 1000,
     ) -> None:
         self.api = api
         self.component = component
@@ -51,9 +58,20 @@ class EventRecorder:
         self._max = max_remembered
         self._seen: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+        # Events are best effort: a few posts at a time so a burst (2,000 Services at once)
+        # never competes with the writes that matter, and a bounded backlog beyond which
+        # new Events are dropped (and counted) rather than queued without end.
+        self._in_flight = asyncio.Semaphore(max_in_flight)
+        self._max_backlog = max_backlog
+        self.dropped = 0
 
     def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None:
         """Fire and forget: schedule `record` without awaiting it."""
+        if len(self._tasks) >= self._max_backlog:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 100 == 0:
+                log.warning("events_dropped", dropped=self.dropped, reason=reason)
+            return
         try:
             task = asyncio.get_running_loop().create_task(
                 self.record(involved, type_, reason, message)
@@ -71,7 +89,8 @@ class EventRecorder:
     async def record(self, involved: Obj, type_: EventType, reason: str, message: str) -> None:
         """Post (or bump) the Event; errors are logged, never raised."""
         try:
-            await self._record(involved, type_, reason, message)
+            async with self._in_flight:
+                await self._record(involved, type_, reason, message)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

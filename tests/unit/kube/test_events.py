@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from eipctl.kube.client import EVENTS
 from eipctl.kube.errors import ServerError
 from eipctl.kube.events import EventRecorder
@@ -51,3 +54,32 @@ async def test_expired_event_is_recreated() -> None:
     api.remove(EVENTS, key)
     await rec.record(CLAIM, "Normal", "X", "m")
     assert [e["count"] for e in events(api)] == [1]
+
+
+async def test_a_burst_is_posted_a_few_at_a_time_and_the_backlog_is_bounded() -> None:
+    class SlowApi:
+        def __init__(self) -> None:
+            self.running = 0
+            self.peak = 0
+            self.created = 0
+
+        async def create(self, ref: Any, obj: Any, namespace: str | None = None) -> Any:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            await asyncio.sleep(0.001)
+            self.running -= 1
+            self.created += 1
+            return obj
+
+        async def patch(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("no repeats in this test")
+
+    api = SlowApi()
+    recorder = EventRecorder(api, "test", max_in_flight=3, max_backlog=50)
+    for i in range(80):
+        svc = {"kind": "Service", "metadata": {"name": f"s{i}", "namespace": "default"}}
+        recorder.emit(svc, "Normal", "Allocated", f"ip {i}")
+    await recorder.flush()
+    assert api.peak == 3
+    assert api.created == 50
+    assert recorder.dropped == 30
