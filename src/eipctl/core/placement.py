@@ -1,0 +1,244 @@
+"""Placement policies: which IpNode holds each IpClaim. Values in, decisions out.
+
+The scheduler process hands `plan` a snapshot (every claim with its current node and pool,
+the live nodes, the nodes each pool's nodeSelector admits) and writes the decisions it
+gets back. Nothing here reads a clock or an API; inputs are never mutated; the same input
+always gives the same output.
+
+Rules (DESIGN.md "Place"):
+
+- A claim on a live node that its pool admits stays put, whatever the policy (no flapping).
+  Only ``rebalance_moves > 0`` (the ``--rebalance`` flag, policy ``spread``) moves such
+  claims, and then at most that many.
+- A claim that must go (unplaced, node dead, node gone, node no longer admitted by the pool)
+  gets a target among the live nodes its pool admits:
+  ``spread``: the node with the fewest claims (all pools counted: one node, one link), ties
+  broken round-robin in name order, continuing after ``cursor``;
+  ``single``: the candidate that already holds the most claims (ties: lowest name), so every
+  claim gathers on one node and, when it dies, on one other;
+  ``all``: no node at all: the claim is marked for every eligible node (the scheduler
+  process then keeps one per-node claim per eligible node).
+- No live candidate: the decision says so (``to_node == ""``, ``no_live_node``) and the claim
+  is left where it is. A scheduler that lost its view of the heartbeats sees every node dead;
+  it must not strip every claim off its node because of that.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "ClaimPlacement",
+    "Cluster",
+    "Decision",
+    "Plan",
+    "Policy",
+    "Reason",
+    "plan",
+]
+
+
+class Policy(StrEnum):
+    SPREAD = "spread"
+    SINGLE = "single"
+    ALL = "all"
+
+
+class Reason(StrEnum):
+    """Why a claim gets a new placement (CamelCase: also the Event reason)."""
+
+    UNPLACED = "Unplaced"
+    NODE_DEAD = "NodeDead"
+    NODE_GONE = "NodeGone"
+    NODE_INELIGIBLE = "NodeIneligible"
+    REBALANCE = "Rebalance"
+    ALL_NODES = "AllNodes"
+
+
+@dataclass(frozen=True)
+class ClaimPlacement:
+    """What placement needs to know of one IpClaim."""
+
+    name: str
+    pool: str | None = None
+    """The claim's IpClaimPool; None: unpooled (every node may hold it)."""
+    node: str = ""
+    """``spec.nodeName``; empty: unplaced."""
+    all_nodes: bool = False
+    """Marked for policy ``all`` (held by every eligible node, ``node`` empty)."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The nodes as the scheduler sees them now."""
+
+    known: frozenset[str]
+    """Every IpNode that exists."""
+    live: frozenset[str]
+    """IpNodes whose heartbeat is changing (a subset of ``known``)."""
+    eligible: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Pool name -> the known nodes its nodeSelector admits, live or not. A pool missing
+    here (no selector, or the pool is gone) admits every known node."""
+
+    def admits(self, pool: str | None) -> frozenset[str]:
+        """Known nodes that may hold a claim of ``pool``."""
+        if pool is None:
+            return self.known
+        return self.eligible.get(pool, self.known)
+
+    def candidates(self, pool: str | None) -> frozenset[str]:
+        """Live nodes that may hold a claim of ``pool``."""
+        return self.admits(pool) & self.live
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Move ``claim`` from ``from_node`` to ``to_node`` because of ``reason``.
+
+    ``to_node`` is empty when the claim is marked for every node (``all_nodes``) or when no
+    live node may hold it (``no_live_node``: leave the claim as it is and report).
+    """
+
+    claim: str
+    from_node: str
+    to_node: str
+    reason: Reason
+    all_nodes: bool = False
+
+    @property
+    def no_live_node(self) -> bool:
+        return not self.to_node and not self.all_nodes
+
+
+@dataclass(frozen=True)
+class Plan:
+    decisions: tuple[Decision, ...]
+    cursor: str
+    """Pass to the next `plan` call so round-robin continues where it stopped."""
+
+    @property
+    def moves(self) -> tuple[Decision, ...]:
+        """Decisions that change a claim (those with a target or the all-nodes mark)."""
+        return tuple(d for d in self.decisions if not d.no_live_node)
+
+
+def why_move(claim: ClaimPlacement, cluster: Cluster, policy: Policy) -> Reason | None:
+    """Why ``claim`` cannot stay as it is under ``policy``; None if it may stay."""
+    if policy is Policy.ALL:
+        return None if claim.all_nodes and not claim.node else Reason.ALL_NODES
+    if not claim.node:
+        return Reason.UNPLACED
+    if claim.node not in cluster.known:
+        return Reason.NODE_GONE
+    if claim.node not in cluster.live:
+        return Reason.NODE_DEAD
+    if claim.node not in cluster.admits(claim.pool):
+        return Reason.NODE_INELIGIBLE
+    return None
+
+
+def plan(
+    claims: Sequence[ClaimPlacement],
+    cluster: Cluster,
+    policy: Policy | str,
+    *,
+    cursor: str = "",
+    rebalance_moves: int = 0,
+) -> Plan:
+    """Decide every claim that must move; see the module docstring for the rules."""
+    policy = Policy(policy)
+    ordered = sorted(claims, key=lambda c: c.name)
+    load: Counter[str] = Counter()
+    movers: list[tuple[ClaimPlacement, Reason]] = []
+    for claim in ordered:
+        reason = why_move(claim, cluster, policy)
+        if reason is None:
+            if claim.node:
+                load[claim.node] += 1
+        else:
+            movers.append((claim, reason))
+    if policy is Policy.ALL:
+        decisions = [Decision(c.name, c.node, "", r, all_nodes=True) for c, r in movers]
+        return Plan(tuple(decisions), cursor)
+    for claim, _ in movers:
+        if claim.node in cluster.live and not cluster.candidates(claim.pool):
+            load[claim.node] += 1  # stuck where it is (no live candidate): still a load
+    decisions = []
+    for claim, reason in movers:
+        candidates = cluster.candidates(claim.pool)
+        if not candidates:
+            decisions.append(Decision(claim.name, claim.node, "", reason))
+            continue
+        if policy is Policy.SPREAD:
+            target = _fewest(candidates, load, cursor)
+            cursor = target
+        else:
+            target = _most(candidates, load)
+        load[target] += 1
+        decisions.append(Decision(claim.name, claim.node, target, reason))
+    if policy is Policy.SPREAD and rebalance_moves > 0:
+        moved = {d.claim for d in decisions}
+        staying = [c for c in ordered if c.name not in moved and c.node in cluster.live]
+        decisions += _rebalance(staying, cluster, load, rebalance_moves)
+    return Plan(tuple(decisions), cursor)
+
+
+def _fewest(candidates: Iterable[str], load: Mapping[str, int], cursor: str) -> str:
+    """The least-loaded candidate; among equals the first name after ``cursor`` (wrapping)."""
+    ranked = sorted(candidates)
+    least = min(load.get(n, 0) for n in ranked)
+    ties = [n for n in ranked if load.get(n, 0) == least]
+    return next((n for n in ties if n > cursor), ties[0])
+
+
+def _most(candidates: Iterable[str], load: Mapping[str, int]) -> str:
+    """The most-loaded candidate; among equals the lowest name."""
+    return min(candidates, key=lambda n: (-load.get(n, 0), n))
+
+
+def _rebalance(
+    staying: Sequence[ClaimPlacement],
+    cluster: Cluster,
+    load: Counter[str],
+    max_moves: int,
+) -> list[Decision]:
+    """Up to ``max_moves`` moves, each from a node to one holding at least two fewer claims.
+
+    ``load`` is updated in place (it is the plan's own working copy). Every move lowers the
+    sum of squared loads, so this never oscillates, and it stops early when no move helps.
+    """
+    by_node: dict[str, list[ClaimPlacement]] = {}
+    for claim in staying:
+        by_node.setdefault(claim.node, []).append(claim)
+    for node in cluster.live:
+        load.setdefault(node, 0)
+    decisions: list[Decision] = []
+    while len(decisions) < max_moves:
+        move = _best_move(by_node, cluster, load)
+        if move is None:
+            break
+        claim, target = move
+        by_node[claim.node].remove(claim)
+        load[claim.node] -= 1
+        load[target] += 1
+        decisions.append(Decision(claim.name, claim.node, target, Reason.REBALANCE))
+    return decisions
+
+
+def _best_move(
+    by_node: Mapping[str, list[ClaimPlacement]],
+    cluster: Cluster,
+    load: Mapping[str, int],
+) -> tuple[ClaimPlacement, str] | None:
+    sources = sorted(by_node, key=lambda n: (-load.get(n, 0), n))
+    for source in sources:
+        for claim in by_node[source]:
+            targets = [
+                n for n in cluster.candidates(claim.pool) if load.get(n, 0) <= load[source] - 2
+            ]
+            if targets:
+                return claim, min(targets, key=lambda n: (load.get(n, 0), n))
+    return None

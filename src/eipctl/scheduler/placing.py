@@ -1,0 +1,343 @@
+"""The placement pass: snapshot the caches, ask `core.placement` for decisions, write them.
+
+Placement is global (spread counts every claim on every node), so it runs as one level-based
+pass over all claims rather than per claim (the same pass keeps policy ``all``'s per-node
+claims); the work queue runs it under one key, so two passes never overlap and changes
+during a pass trigger exactly one more.
+
+A pass decides and starts the writes, but does not wait for them: a node death during a
+batch of 1,000 placements is handled at once, not after the batch. A claim with a write in
+flight counts as already being where that write puts it and is not decided again until the
+write is done (if a pass wanted to, another pass follows the write). Claims written are
+remembered until the informer delivers that write (by resourceVersion), and passes use the
+remembered copy instead of the older cached one: a stale cache never makes the scheduler
+place a claim a second time. The writes are compare-and-set besides (see `claims.place`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from typing import Any, Protocol
+
+import structlog
+
+from eipctl.core.liveness import Liveness
+from eipctl.core.placement import Cluster, Decision, Policy, Reason, plan
+from eipctl.kube.client import IPCLAIMS
+from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
+from eipctl.kube.events import EventType
+from eipctl.kube.workqueue import DONE, Result
+from eipctl.kube.writer import SerializedWriter
+from eipctl.scheduler import claims as c
+from eipctl.scheduler.metrics import PLACEMENT_PASS_SECONDS, PLACEMENTS
+from eipctl.scheduler.per_node import per_node_changes
+from eipctl.scheduler.view import PoolViews, cluster_for
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+
+
+class Cache(Protocol):
+    def objects(self) -> list[Obj]: ...
+
+
+class Recorder(Protocol):
+    def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
+
+
+_EVENT: dict[Reason, tuple[EventType, str]] = {
+    Reason.UNPLACED: ("Normal", "Placed"),
+    Reason.NODE_DEAD: ("Warning", "NodeDead"),
+    Reason.NODE_GONE: ("Warning", "NodeGone"),
+    Reason.NODE_INELIGIBLE: ("Normal", "NodeIneligible"),
+    Reason.REBALANCE: ("Normal", "Rebalanced"),
+    Reason.ALL_NODES: ("Normal", "AllNodes"),
+}
+
+
+def _rv_int(obj: Obj) -> int | None:
+    rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(rv) if rv.isdigit() else None
+
+
+class Placer:
+    """Runs placement passes for one leadership term."""
+
+    def __init__(
+        self,
+        *,
+        claims: Cache,
+        nodes: Cache,
+        pools: Cache,
+        liveness: Liveness,
+        writer: SerializedWriter,
+        recorder: Recorder,
+        policy: Policy | str,
+        clock: Callable[[], float],
+        kick: Callable[[float], None],
+    ) -> None:
+        self.claims = claims
+        self.nodes = nodes
+        self.pools = pools
+        self.liveness = liveness
+        self.writer = writer
+        self.recorder = recorder
+        self.policy = Policy(policy)
+        self.clock = clock
+        self.kick = kick
+        """Ask for another pass after a delay (the term's queue)."""
+        self.cursor = ""
+        self.passes = 0
+        """Completed passes (tests and debugging)."""
+        self._pool_views = PoolViews()
+        self._written: dict[str, Obj] = {}
+        self._pending: dict[str, Decision | None] = {}
+        """Claims with a write in flight: the decision, or None for a repair."""
+        self._deferred: set[str] = set()
+        """Claims a pass wanted to decide while their write was in flight."""
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def is_echo(self, obj: Obj) -> bool:
+        """True if ``obj`` is what our own write stored (no new pass needed for it)."""
+        mine = self._written.get(c.name_of(obj))
+        return mine is not None and _rv_int(mine) is not None and _rv_int(mine) == _rv_int(obj)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def close(self) -> None:
+        """End of the term: stop the writes still in flight."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def remember(self, stored: Obj) -> None:
+        """Use this copy of a claim until the cache has caught up with it."""
+        self._written[c.name_of(stored)] = stored
+
+    def claim_objects(self) -> list[Obj]:
+        """The cached claims, with our own not-yet-seen writes laid over them."""
+        out: list[Obj] = []
+        seen: set[str] = set()
+        for cached in self.claims.objects():
+            name = c.name_of(cached)
+            seen.add(name)
+            mine = self._written.get(name)
+            if mine is None:
+                out.append(cached)
+                continue
+            cached_rv, mine_rv = _rv_int(cached), _rv_int(mine)
+            if cached_rv is None or mine_rv is None or cached_rv >= mine_rv:
+                del self._written[name]
+                out.append(cached)
+            else:
+                out.append(mine)
+        for name in set(self._written) - seen:
+            del self._written[name]  # deleted since
+        return out
+
+    async def reconcile(self, rebalance_moves: int = 0) -> Result:
+        """One pass: decide, start the writes of every decision and repair; returns DONE."""
+        started = self.clock()
+        objs: list[Obj] = []
+        per_node: dict[str, Obj] = {}
+        for obj in self.claim_objects():
+            if c.is_per_node(obj):
+                per_node[c.name_of(obj)] = obj
+            else:
+                objs.append(obj)
+        cluster = cluster_for(
+            self.nodes.objects(),
+            self._pool_views.build(self.pools.objects()),
+            self.liveness.live(started),
+        )
+        views = []
+        for obj in objs:
+            view = c.placement_of(obj)
+            pending = self._pending.get(view.name)
+            if pending is not None and not pending.no_live_node:
+                view = replace(view, node=pending.to_node, all_nodes=pending.all_nodes)
+            views.append(view)
+        result = plan(
+            views,
+            cluster,
+            self.policy,
+            cursor=self.cursor,
+            rebalance_moves=rebalance_moves if self.policy is Policy.SPREAD else 0,
+        )
+        self.cursor = result.cursor
+        by_name = {c.name_of(o): o for o in objs}
+        for d in result.decisions:
+            if d.claim in self._pending:
+                self._deferred.add(d.claim)  # decide again once its write is done
+            else:
+                self._start(d.claim, d, self._apply(d, by_name[d.claim]))
+        decided = {d.claim for d in result.decisions}
+        for obj in objs:
+            name = c.name_of(obj)
+            if name not in decided and name not in self._pending and not c.consistent(obj):
+                self._start(name, None, self._repair(obj))
+        self._sync_per_node(
+            objs, per_node, cluster, decided_all={d.claim for d in result.decisions if d.all_nodes}
+        )
+        PLACEMENT_PASS_SECONDS.observe(self.clock() - started)
+        self.passes += 1
+        return DONE
+
+    def _sync_per_node(
+        self, objs: list[Obj], per_node: dict[str, Obj], cluster: Cluster, decided_all: set[str]
+    ) -> None:
+        marked = [
+            o
+            for o in objs
+            if self.policy is Policy.ALL and (c.is_all_nodes(o) or c.name_of(o) in decided_all)
+        ]
+        changes = per_node_changes(marked, per_node, cluster)
+        for body in changes.create:
+            name = c.name_of(body)
+            if name not in self._pending:
+                self._start(name, None, self._create_per_node(body))
+        for obj in changes.delete:
+            name = c.name_of(obj)
+            if name not in self._pending:
+                self._start(name, None, self._delete_per_node(obj))
+
+    async def _create_per_node(self, body: Obj) -> None:
+        name, node = c.name_of(body), c.node_of(body)
+        try:
+            await self.writer.create(IPCLAIMS, body)
+        except AlreadyExists:
+            return
+        message = f"policy all: held by {node}"
+        try:
+            stored = await self.writer.update_status(IPCLAIMS, name, c.scheduled_status(message))
+        except NotFound:
+            return
+        self.remember(stored)
+        PLACEMENTS.labels(Reason.ALL_NODES.value).inc()
+        log.info("per_node_claim_created", claim=name, ip=body["spec"]["ip"], node=node)
+        self.recorder.emit(c.involved(stored), "Normal", "AllNodes", message)
+
+    async def _delete_per_node(self, obj: Obj) -> None:
+        name = c.name_of(obj)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        try:
+            deleted = await self.writer.delete(IPCLAIMS, name, resource_version=rv)
+        except Conflict:
+            return  # changed meanwhile: the next pass looks again
+        if deleted:
+            log.info("per_node_claim_deleted", claim=name, node=c.node_of(obj))
+
+    def _start(
+        self, name: str, decision: Decision | None, write: Coroutine[Any, Any, None]
+    ) -> None:
+        self._pending[name] = decision
+        task = asyncio.create_task(write, name=f"place-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._finished(name, t))
+
+    def _finished(self, name: str, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._pending.pop(name, None)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._deferred.discard(name)
+            log.warning("placement_write_failed", claim=name, error=repr(exc))
+            self.kick(1.0)  # the writer already retried; look again a little later
+        elif name in self._deferred:
+            self._deferred.discard(name)
+            self.kick(0.0)  # e.g. its target died while the write was in flight
+
+    async def _apply(self, d: Decision, obj: Obj) -> None:
+        if d.no_live_node:
+            await self._report_no_live_node(d, obj)
+            return
+        try:
+            stored = await self.writer.update(
+                IPCLAIMS, d.claim, c.place(d.from_node, d.to_node, all_nodes=d.all_nodes)
+            )
+        except NotFound:
+            return
+        self.remember(stored)
+        if c.node_of(stored) != d.to_node or c.is_all_nodes(stored) != d.all_nodes:
+            log.info(
+                "placement_skipped",
+                claim=d.claim,
+                expected_node=d.from_node,
+                found_node=c.node_of(stored),
+                why="claim changed since the decision; the next pass decides again",
+            )
+            return
+        message = self._message(d)
+        try:
+            stored = await self.writer.update_status(IPCLAIMS, d.claim, c.scheduled_status(message))
+        except NotFound:
+            return
+        self.remember(stored)
+        PLACEMENTS.labels(d.reason.value).inc()
+        log.info(
+            "claim_moved" if d.from_node else "claim_placed",
+            claim=d.claim,
+            ip=(stored.get("spec") or {}).get("ip"),
+            from_node=d.from_node or None,
+            to_node=d.to_node or None,
+            all_nodes=d.all_nodes or None,
+            reason=d.reason.value,
+        )
+        type_, reason = _EVENT[d.reason]
+        self.recorder.emit(c.involved(stored), type_, reason, message)
+
+    def _message(self, d: Decision) -> str:
+        if d.all_nodes:
+            return "policy all: held by every node its pool admits"
+        if d.reason is Reason.UNPLACED:
+            return f"placed on {d.to_node}"
+        why = {
+            Reason.NODE_DEAD: f"node {d.from_node} is dead (no heartbeat change for "
+            f"{self.liveness.timeout:g}s)",
+            Reason.NODE_GONE: f"IpNode {d.from_node} is gone",
+            Reason.NODE_INELIGIBLE: f"pool no longer admits node {d.from_node}",
+            Reason.REBALANCE: "rebalancing after nodes joined",
+        }.get(d.reason, d.reason.value)
+        return f"moved from {d.from_node} to {d.to_node}: {why}"
+
+    async def _report_no_live_node(self, d: Decision, obj: Obj) -> None:
+        if d.from_node:
+            message = f"no live eligible node to take it over from {d.from_node} ({d.reason.value})"
+        else:
+            message = "no live eligible node"
+        try:
+            stored = await self.writer.update_status(
+                IPCLAIMS, d.claim, c.no_live_node_status(message)
+            )
+        except NotFound:
+            return
+        if stored.get("status") == obj.get("status"):
+            return  # already reported
+        self.remember(stored)
+        log.warning(
+            "claim_unplaceable", claim=d.claim, node=d.from_node or None, reason="NoLiveNode"
+        )
+        self.recorder.emit(c.involved(stored), "Warning", "NoLiveNode", message)
+
+    async def _repair(self, obj: Obj) -> None:
+        """Make labels and phase agree with a placement that stays (no move)."""
+        name, node = c.name_of(obj), c.node_of(obj)
+        try:
+            stored = await self.writer.update(
+                IPCLAIMS, name, c.place(node, node, all_nodes=c.is_all_nodes(obj) and not node)
+            )
+            self.remember(stored)
+            if c.node_of(stored) == node:
+                text = f"on {node}" if node else "policy all"
+                stored = await self.writer.update_status(IPCLAIMS, name, c.scheduled_status(text))
+                self.remember(stored)
+        except NotFound:
+            return
+        log.info("claim_repaired", claim=name, node=node or None)

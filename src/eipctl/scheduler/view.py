@@ -1,0 +1,121 @@
+"""The scheduler's picture of pools and nodes, built from the informer caches.
+
+A pool is read field by field and tolerantly: a pool whose cidr is broken still has a
+nodeSelector worth honouring, and a pool whose nodeSelector is broken admits no node at all
+(announcing its IPs on the wrong L2 segment would be worse than not announcing them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from eipctl.core.fields import ResourceError, get_bool, get_int
+from eipctl.core.naming import IPAddress
+from eipctl.core.placement import Cluster
+from eipctl.core.pool import Pool, PoolError
+from eipctl.core.selectors import LabelSelector
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the scheduler needs of an IpClaimPool."""
+
+    name: str
+    pool: Pool | None
+    """Address math; None when the cidr/ranges/exclude are invalid."""
+    allow_manual: bool
+    prefix_length: int | None
+    node_selector: LabelSelector | None
+    selector_broken: bool = False
+
+    def admits_node(self, labels: Mapping[str, str]) -> bool:
+        if self.selector_broken:
+            return False
+        return self.node_selector is None or self.node_selector.matches(labels)
+
+    def prefix_for(self, ip: IPAddress) -> int:
+        return self.prefix_length or ip.max_prefixlen
+
+
+def pool_view(obj: Obj) -> PoolView:
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    spec = obj.get("spec") or {}
+    pool: Pool | None = None
+    cidr = spec.get("cidr")
+    if isinstance(cidr, str):
+        with contextlib.suppress(PoolError, TypeError):
+            pool = Pool.parse(name, cidr, spec.get("ranges"), spec.get("exclude"))
+    try:
+        allow_manual = get_bool(spec, "allowManual", "spec", default=False)
+    except ResourceError:
+        allow_manual = False
+    try:
+        prefix_length = get_int(spec, "prefixLength", "spec", minimum=1, maximum=128)
+    except ResourceError:
+        prefix_length = None
+    selector: LabelSelector | None = None
+    broken = False
+    raw = spec.get("nodeSelector")
+    if raw is not None:
+        try:
+            selector = LabelSelector.from_dict(raw, "spec.nodeSelector")
+        except (ResourceError, AttributeError) as exc:
+            broken = True
+            log.warning("pool_node_selector_invalid", pool=name, error=str(exc))
+    return PoolView(name, pool, allow_manual, prefix_length, selector, broken)
+
+
+class PoolViews:
+    """Pool views memoized by resourceVersion (pools change rarely, placement runs often)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[str, PoolView]] = {}
+
+    def build(self, objs: Iterable[Obj]) -> dict[str, PoolView]:
+        views: dict[str, PoolView] = {}
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            name, rv = str(meta.get("name") or ""), str(meta.get("resourceVersion") or "")
+            memo = self._memo.get(name)
+            if memo is None or memo[0] != rv:
+                memo = (rv, pool_view(obj))
+                self._memo[name] = memo
+            views[name] = memo[1]
+        for gone in set(self._memo) - set(views):
+            del self._memo[gone]
+        return views
+
+    def manual_pool_for(self, views: Mapping[str, PoolView], ip: IPAddress) -> PoolView | None:
+        """The allowManual pool holding ``ip`` (lowest name if pools overlap), or None."""
+        for name in sorted(views):
+            view = views[name]
+            if view.allow_manual and view.pool is not None and view.pool.contains(ip):
+                return view
+        return None
+
+
+def cluster_for(
+    nodes: Iterable[Obj], pools: Mapping[str, PoolView], live: frozenset[str]
+) -> Cluster:
+    """`core.placement.Cluster` from IpNode objects, pool views and the live node names."""
+    labels: dict[str, Mapping[str, str]] = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        labels[str(meta.get("name") or "")] = meta.get("labels") or {}
+    known = frozenset(labels)
+    eligible = {
+        name: frozenset(n for n, node_labels in labels.items() if view.admits_node(node_labels))
+        for name, view in pools.items()
+        if view.node_selector is not None or view.selector_broken
+    }
+    return Cluster(known=known, live=live & known, eligible=eligible)

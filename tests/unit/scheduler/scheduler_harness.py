@@ -1,0 +1,226 @@
+"""Test bed for the scheduler: the API emulator, simulated IpNodes, schedulers in tasks.
+
+Simulated nodes are IpNodes whose heartbeat counter a background task bumps through the
+emulator's store (as a controller would through the API); `kill` stops the bumping,
+`revive` resumes it. `PlacementLog` watches the claims from the start and records every
+change of spec.nodeName, so tests can assert "placed exactly once".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from eipctl.config import SchedulerSettings
+from eipctl.core.naming import claim_name_for
+from eipctl.kube.client import IPCLAIMS, KubeApi, connect
+from eipctl.kube.informer import Informer
+from eipctl.sandbox.apiserver import ApiServer
+from eipctl.scheduler.process import Scheduler
+
+GROUP = "eipctl.io"
+CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"
+
+
+async def eventually(
+    check: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01, what: str = ""
+) -> None:
+    """Poll ``check`` until true; fail after ``timeout`` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not check():
+                await asyncio.sleep(interval)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout}s: {what or check}") from None
+
+
+class SimNodes:
+    """IpNodes with heartbeats, bumped every ``interval`` while alive."""
+
+    def __init__(self, srv: ApiServer, interval: float = 0.05) -> None:
+        self.srv = srv
+        self.interval = interval
+        self.alive: set[str] = set()
+        self.last_beat: dict[str, float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, name: str, labels: dict[str, str] | None = None) -> None:
+        self.srv.store.create(
+            GROUP,
+            "ipnodes",
+            {
+                "apiVersion": "eipctl.io/v1alpha1",
+                "kind": "IpNode",
+                "metadata": {"name": name, "labels": labels or {}},
+                "spec": {"link": "eth0"},
+            },
+        )
+        self.alive.add(name)
+        self._beat(name)
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    def kill(self, name: str) -> None:
+        self.alive.discard(name)
+
+    def revive(self, name: str) -> None:
+        self.alive.add(name)
+        self._beat(name)
+
+    def _beat(self, name: str) -> None:
+        obj = self.srv.store.get(GROUP, "ipnodes", name)
+        status = obj.setdefault("status", {})
+        status["heartbeat"] = int(status.get("heartbeat") or 0) + 1
+        self.srv.store.update(GROUP, "ipnodes", obj, status=True)
+        self.last_beat[name] = asyncio.get_running_loop().time()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            for name in sorted(self.alive):
+                self._beat(name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+def make_claim(ip: str, pool: str | None = None, node: str = "") -> dict[str, Any]:
+    labels = {"eipctl.io/pool": pool} if pool else {}
+    spec: dict[str, Any] = {"ip": ip, "prefixLength": 32}
+    if node:
+        spec["nodeName"] = node
+        labels["eipctl.io/node"] = node
+    return {
+        "apiVersion": "eipctl.io/v1alpha1",
+        "kind": "IpClaim",
+        "metadata": {"name": claim_name_for(ip), "labels": labels},
+        "spec": spec,
+    }
+
+
+def add_claims(srv: ApiServer, n: int, pool: str | None = None, base: int = 0) -> list[str]:
+    names = []
+    for i in range(base, base + n):
+        ip = f"198.51.{100 + i // 250}.{1 + i % 250}"
+        srv.store.create(GROUP, "ipclaims", make_claim(ip, pool))
+        names.append(claim_name_for(ip))
+    return names
+
+
+def placements(srv: ApiServer) -> dict[str, str]:
+    """claim name -> spec.nodeName ("" when unplaced), straight from the store."""
+    return {
+        c["metadata"]["name"]: (c.get("spec") or {}).get("nodeName") or ""
+        for c in srv.store.list(GROUP, "ipclaims")
+    }
+
+
+def load(srv: ApiServer) -> Counter[str]:
+    return Counter(n for n in placements(srv).values() if n)
+
+
+class PlacementLog:
+    """Every nodeName change of every claim, as seen through a watch from the start."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.changes: dict[str, list[str]] = {}
+        self.informer = Informer(api, IPCLAIMS)
+        self.informer.add_handler(self)
+
+    def _record(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        node = (obj.get("spec") or {}).get("nodeName") or ""
+        history = self.changes.setdefault(name, [""])
+        if history[-1] != node:
+            history.append(node)
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        self._record(obj)
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self._record(new)
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        pass
+
+    async def caught_up(self, srv: ApiServer) -> None:
+        """Until the log has seen every claim's current node (the watch lags the store)."""
+        final = placements(srv)
+        await eventually(
+            lambda: all(self.changes.get(n, [""])[-1] == node for n, node in final.items()),
+            what="the placement log caught up",
+        )
+
+    def moves(self, name: str) -> int:
+        """How many times the claim's node changed (1 = placed once)."""
+        return len(self.changes.get(name, [""])) - 1
+
+
+def settings(**overrides: Any) -> SchedulerSettings:
+    base = SchedulerSettings(
+        identity="sched-a",
+        lease_namespace="default",
+        node_timeout=0.5,
+        lease_duration=1.0,
+        renew_deadline=0.8,
+        retry_period=0.1,
+        orphan_grace_period=60.0,
+        log_level="warning",
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+class Running:
+    """A Scheduler replica running in a task, with its own clients (work and Lease)."""
+
+    def __init__(self, scheduler: Scheduler, *apis: KubeApi) -> None:
+        self.scheduler = scheduler
+        self.apis = apis
+        self.stop_event = asyncio.Event()
+        self.task = asyncio.create_task(scheduler.run(stop=self.stop_event))
+
+    @property
+    def leading(self) -> bool:
+        return self.scheduler.is_leader
+
+    async def stop(self) -> None:
+        self.stop_event.set()
+        try:
+            async with asyncio.timeout(10):
+                await self.task
+        finally:
+            for api in self.apis:
+                await api.close()
+
+    async def crash(self) -> None:
+        """Die without releasing anything (cancel; the Lease is not released)."""
+        if self.scheduler.elector is not None:
+            self.scheduler.elector.config.release_on_stop = False
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        for api in self.apis:
+            await api.close()
+
+
+async def start_replica(kubeconfig: Path, **overrides: Any) -> Running:
+    api = await connect(str(kubeconfig))
+    lease_api = await connect(str(kubeconfig))
+    scheduler = Scheduler(api, settings(**overrides), lease_api=lease_api)
+    return Running(scheduler, api, lease_api)
+
+
+@contextlib.asynccontextmanager
+async def scheduler(kubeconfig: Path, **overrides: Any) -> AsyncIterator[Running]:
+    running = await start_replica(kubeconfig, **overrides)
+    try:
+        yield running
+    finally:
+        if not running.task.done():
+            await running.stop()

@@ -1,0 +1,77 @@
+"""Pools and nodes as the scheduler reads them: tolerant parsing, eligibility."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from eipctl.scheduler.view import PoolViews, cluster_for, pool_view
+
+
+def pool(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": "1"}, "spec": spec}
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def test_broken_cidr_keeps_the_selector() -> None:
+    view = pool_view(pool("p", cidr="nonsense", nodeSelector={"matchLabels": {"rack": "a"}}))
+    assert view.pool is None
+    assert view.admits_node({"rack": "a"})
+    assert not view.admits_node({"rack": "b"})
+
+
+def test_broken_selector_admits_no_node() -> None:
+    view = pool_view(pool("p", cidr="192.0.2.0/24", nodeSelector={"matchExpressions": "x"}))
+    assert view.selector_broken
+    assert not view.admits_node({})
+
+
+def test_prefix_length_defaults_per_family() -> None:
+    view = pool_view(pool("p", cidr="2001:db8::/64"))
+    assert view.prefix_for(ipaddress.ip_address("2001:db8::7")) == 128
+    assert (
+        pool_view(pool("q", cidr="192.0.2.0/24", prefixLength=24)).prefix_for(
+            ipaddress.ip_address("192.0.2.7")
+        )
+        == 24
+    )
+
+
+def test_manual_pool_lookup_and_memo() -> None:
+    views = PoolViews()
+    objs = [
+        pool("b", cidr="192.0.2.0/24", allowManual=True),
+        pool("a", cidr="192.0.2.0/25", allowManual=True),
+        pool("c", cidr="198.51.100.0/24"),
+    ]
+    built = views.build(objs)
+
+    def manual(ip: str) -> str | None:
+        found = views.manual_pool_for(built, ipaddress.ip_address(ip))
+        return None if found is None else found.name
+
+    assert manual("192.0.2.7") == "a"
+    assert manual("192.0.2.200") == "b"
+    assert manual("198.51.100.7") is None
+    assert views.build(objs)["a"] is built["a"]  # same resourceVersion: reused
+    assert set(views.build(objs[:1])) == {"b"}
+
+
+def test_cluster_for_applies_selectors() -> None:
+    views = PoolViews().build(
+        [
+            pool("rack-a", cidr="192.0.2.0/24", nodeSelector={"matchLabels": {"rack": "a"}}),
+            pool("any", cidr="198.51.100.0/24"),
+        ]
+    )
+    cluster = cluster_for(
+        [node("n1", rack="a"), node("n2", rack="b")], views, frozenset({"n1", "n2", "gone"})
+    )
+    assert cluster.known == {"n1", "n2"}
+    assert cluster.live == {"n1", "n2"}
+    assert cluster.admits("rack-a") == {"n1"}
+    assert cluster.admits("any") == {"n1", "n2"}
+    assert cluster.admits(None) == {"n1", "n2"}

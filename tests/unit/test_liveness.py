@@ -1,0 +1,144 @@
+"""Heartbeat liveness on an injected clock.
+
+Most cases keep a second node, "w" (witness), beating so that the observer's view counts as
+current; the stall cases leave it out on purpose.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eipctl.core.liveness import Liveness, Transition
+
+
+def witness(lv: Liveness, until: float, step: float = 0.1, start: float = 0.0) -> None:
+    """Node "w" changes its counter every ``step`` from ``start`` to ``until``."""
+    t, n = start, 0
+    while t <= until + 1e-9:
+        lv.observe("w", n, t)
+        t, n = t + step, n + 1
+
+
+def test_first_sight_gives_a_full_timeout() -> None:
+    lv = Liveness(1.0)
+    assert lv.observe("n1", 7, now=10.0)
+    witness(lv, 11.0, start=10.0)
+    assert lv.is_live("n1", 10.999)
+    assert not lv.is_live("n1", 11.0)
+    assert lv.live(10.5) == {"n1", "w"}
+    assert lv.known() == {"n1", "w"}
+
+
+def test_changes_keep_alive_repeats_do_not() -> None:
+    lv = Liveness(1.0)
+    lv.observe("n1", 1, 0.0)
+    assert lv.observe("n1", 2, 0.8)
+    assert not lv.observe("n1", 2, 1.5)  # relist replaying the same value
+    witness(lv, 2.0)
+    assert lv.is_live("n1", 1.7)
+    assert not lv.is_live("n1", 1.8)
+    assert lv.heartbeat_age("n1", 1.8) == pytest.approx(1.0)
+
+
+def test_dead_node_comes_back_on_change() -> None:
+    lv = Liveness(1.0)
+    lv.observe("n1", 5, 0.0)
+    witness(lv, 3.0)
+    assert not lv.is_live("n1", 3.0)
+    lv.observe("n1", 0, 3.0)  # restarted controller, counter from 0
+    assert lv.is_live("n1", 3.5)
+
+
+def test_missing_heartbeat_still_times_out() -> None:
+    lv = Liveness(0.5)
+    lv.observe("n1", None, 0.0)
+    witness(lv, 0.6)
+    assert not lv.observe("n1", None, 0.4)
+    assert not lv.is_live("n1", 0.5)
+
+
+def test_a_stalled_view_declares_nobody_dead() -> None:
+    lv = Liveness(1.0)
+    witness(lv, 5.0, step=0.25)  # w beats every 0.25 s until t=5 ...
+    lv.observe("n1", 1, 4.9)
+    # ... then the watch stalls: nothing changes after t=5
+    assert lv.live(9.0) == {"w", "n1"}
+    assert lv.suspects(9.0) == {"w", "n1"}
+    # a node that was already silent well before the stall is still judged
+    lv2 = Liveness(1.0)
+    lv2.observe("old", 1, 3.0)
+    witness(lv2, 5.0, step=0.25, start=3.0)
+    assert not lv2.is_live("old", 9.0)
+    assert lv2.suspects(9.0) == {"w"}
+
+
+def test_only_node_never_dies_alone() -> None:
+    lv = Liveness(1.0)
+    lv.observe("solo", 1, 0.0)
+    assert lv.is_live("solo", 100.0)
+    assert lv.suspects(100.0) == {"solo"}
+
+
+def test_forget_and_unknown() -> None:
+    lv = Liveness(1.0)
+    lv.observe("n1", 1, 0.0)
+    lv.forget("n1")
+    assert not lv.is_live("n1", 0.1)
+    assert lv.known() == frozenset()
+    assert lv.heartbeat_age("n1", 0.1) is None
+
+
+def test_next_death_and_transitions() -> None:
+    lv = Liveness(1.0)
+    lv.observe("a", 1, 0.0)
+    lv.observe("b", 1, 0.5)
+    assert lv.next_death(0.2) == 1.0
+    assert lv.next_death(1.0) == 1.5
+    assert lv.next_death(2.0) is None
+    assert lv.transitions(0.2) == [Transition("a", True), Transition("b", True)]
+    assert lv.transitions(0.3) == []
+    assert lv.transitions(1.2) == [Transition("a", False)]  # b changed 0.5 s after a
+    lv.observe("a", 2, 1.3)
+    assert lv.transitions(1.3) == [Transition("a", True)]
+    lv.observe("c", 1, 2.0)
+    assert lv.transitions(2.4) == [
+        Transition("a", False),
+        Transition("b", False),
+        Transition("c", True),
+    ]
+
+
+def test_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Liveness(0)
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 5), st.sampled_from(["a", "b", "c"]), st.integers(0, 3)),
+        max_size=40,
+    ),
+    st.floats(0.01, 2),
+    st.floats(0, 10),
+)
+def test_matches_a_model(beats: list[tuple[float, str, int]], timeout: float, probe: float) -> None:
+    lv = Liveness(timeout)
+    changed: dict[str, float] = {}
+    value: dict[str, int] = {}
+    for t, node, v in sorted(beats):
+        lv.observe(node, v, t)
+        if node not in value or value[node] != v:
+            changed[node], value[node] = t, v
+    latest = max(changed.values(), default=float("-inf"))
+    for node in ("a", "b", "c"):
+        if node not in changed:
+            assert not lv.is_live(node, probe)
+            continue
+        silent = probe - changed[node] >= timeout
+        dead = silent and latest - changed[node] >= timeout / 2
+        assert lv.is_live(node, probe) == (not dead)
+        assert (node in lv.suspects(probe)) == (silent and not dead)
+    deadline = lv.next_death(probe)
+    assert deadline is None or deadline > probe
