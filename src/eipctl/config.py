@@ -143,6 +143,12 @@ class ControllerSettings(CommonSettings):
     cleanup_on_exit: bool = setting(
         "false", parse_bool, "remove managed addresses on SIGTERM (default: keep, for upgrades)"
     )
+    restart_grace: float = setting(
+        "15s",
+        parse_duration,
+        "on SIGTERM, keep addresses and ask the scheduler to wait this long before moving "
+        "this node's IPs (a restart moves nothing); 0 disables",
+    )
 
     def check(self) -> None:
         """A heartbeat slower than the timeout would fence a healthy node."""

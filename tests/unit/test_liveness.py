@@ -51,6 +51,27 @@ def test_dead_node_comes_back_on_change() -> None:
     assert lv.is_live("n1", 3.5)
 
 
+def test_restart_grace_holds_until_the_next_change() -> None:
+    lv = Liveness(1.0)
+    lv.observe("n1", 1, 0.0)
+    lv.observe("n1", 2, 0.5, grace=10.0)  # a controller stopping for a restart
+    witness(lv, 20.0)
+    assert lv.is_live("n1", 10.4)
+    assert not lv.is_live("n1", 10.5)  # it never came back: dead after the grace
+    assert lv.next_death(5.0) == pytest.approx(10.5)
+    lv.observe("n1", 0, 11.0)  # the new process beats (the grace is gone with it)
+    assert lv.is_live("n1", 11.9)
+    assert not lv.is_live("n1", 12.0)
+
+
+def test_a_grace_shorter_than_the_timeout_changes_nothing() -> None:
+    lv = Liveness(1.0)
+    lv.observe("n1", 1, 0.0, grace=0.2)
+    witness(lv, 2.0)
+    assert lv.is_live("n1", 0.9)
+    assert not lv.is_live("n1", 1.0)
+
+
 def test_missing_heartbeat_still_times_out() -> None:
     lv = Liveness(0.5)
     lv.observe("n1", None, 0.0)

@@ -96,7 +96,8 @@ def pool_infos(objs: Iterable[Mapping[str, Any]]) -> list[PoolInfo]:
     """Parse every pool; an invalid one, or one overlapping an older valid one, is not Ready.
 
     The older pool (creationTimestamp, then name) keeps serving, so adding a bad pool never
-    breaks one that works.
+    breaks one that works. Cloud pools (`spec.provider`) are `eipctl nodeips`'s alone: their
+    addresses come from the provider, so they are left out here entirely.
     """
     ordered = sorted(
         objs, key=lambda o: (str(_meta(o).get("creationTimestamp", "")), _meta(o).get("name", ""))
@@ -105,6 +106,8 @@ def pool_infos(objs: Iterable[Mapping[str, Any]]) -> list[PoolInfo]:
     infos: list[PoolInfo] = []
     for obj in ordered:
         name = str(_meta(obj).get("name", ""))
+        if (obj.get("spec") or {}).get("provider"):
+            continue
         try:
             typed = IpClaimPool.from_dict(obj)
             spec = typed.spec

@@ -24,6 +24,7 @@ from eipctl.config import (
     SandboxSettings,
     SchedulerSettings,
 )
+from eipctl.nodeips.settings import NodeIpsSettings
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,14 @@ COMMANDS = (
         ControllerSettings,
         "eipctl.controller.process:run",
         use_uvloop=False,  # pyroute2's async netlink fails under uvloop (pyroute2#1335)
+    ),
+    Command(
+        "nodeips",
+        "give every Node labelled eipctl.io/external-ip-auto-assign=true an IP of its own "
+        "(leader-elected)",
+        NodeIpsSettings,
+        "eipctl.nodeips.process:run",
+        use_uvloop=True,
     ),
 )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -28,6 +28,9 @@ from eipctl.kube.writer import Mutation
 from .metrics import FENCE_TRANSITIONS, FENCED, HEARTBEAT_AGE, HEARTBEATS
 
 log = structlog.get_logger(__name__)
+
+GRACE = "restartGraceSeconds"
+"""IpNode status field: how long the scheduler should wait for a restarting controller."""
 
 
 class NodeApi(Protocol):
@@ -133,7 +136,8 @@ class Heartbeat:
     async def beat(self) -> bool:
         """One heartbeat write; True if it succeeded."""
         self.counter += 1
-        patch = {"status": {"heartbeat": self.counter}}
+        # every beat clears a restart grace an earlier process announced (null deletes it)
+        patch: dict[str, Any] = {"status": {"heartbeat": self.counter, GRACE: None}}
         try:
             async with asyncio.timeout(self.fence.node_timeout):
                 try:
@@ -141,9 +145,8 @@ class Heartbeat:
                 except NotFound:
                     log.warning("ipnode.missing", node=self._node)
                     self.counter = int(await self._reregister()) + 1
-                    await self._api.patch(
-                        IPNODES, self._node, {"status": {"heartbeat": self.counter}}, sub="status"
-                    )
+                    patch["status"]["heartbeat"] = self.counter
+                    await self._api.patch(IPNODES, self._node, patch, sub="status")
         except Exception as exc:  # ApiError, timeout, or a client bug: never stop beating
             HEARTBEATS.labels("error").inc()
             self._failures += 1
@@ -162,6 +165,12 @@ class Heartbeat:
         self._failures = 0
         self._transition(self.fence.succeeded())
         return True
+
+    async def announce_grace(self, seconds: float) -> None:
+        """A last heartbeat that asks the scheduler to wait `seconds` before judging us dead."""
+        self.counter += 1
+        patch = {"status": {"heartbeat": self.counter, GRACE: seconds}}
+        await self._api.patch(IPNODES, self._node, patch, sub="status")
 
     async def run(self) -> None:
         """Beat forever at a fixed cadence (a slow write shortens the next sleep)."""

@@ -167,6 +167,25 @@ class LinkReconciler:
         --cleanup-on-exit)."""
         await self.reconcile(release=True)
 
+    async def extend_lifetimes(self, seconds: float) -> int:
+        """Give every managed address on our links `seconds` to live (a restart's bridge);
+        returns how many were extended. No pass, no decisions: the next process decides."""
+        lifetime = max(1, math.ceil(seconds))
+        extended = 0
+        for link in sorted({self.settings.default_link, *self._links_used}):
+            try:
+                managed = await self._backend.list_managed(link)
+            except NetError as exc:
+                self._failed("list", exc, link=link)
+                continue
+            for addr in managed:
+                try:
+                    await self._backend.add(link, addr.ip, addr.prefixlen, lifetime)
+                    extended += 1
+                except NetError as exc:
+                    self._failed("renew", exc, address=f"{addr.ip}/{addr.prefixlen}")
+        return extended
+
     async def close(self) -> None:
         tasks = list(self._announcing.values())
         for task in tasks:

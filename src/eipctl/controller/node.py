@@ -45,6 +45,7 @@ class NodeSettings:
     resync_interval: float
     address_lifetime: float
     cleanup_on_exit: bool = False
+    restart_grace: float = 0.0
 
     @property
     def renew_interval(self) -> float:
@@ -182,6 +183,8 @@ class NodeController:
         if self.settings.cleanup_on_exit:
             await self.reconciler.release_all()
             log.info("shutdown.addresses.removed", node=self.settings.node)
+        elif self.settings.restart_grace > 0 and not self.fence.fenced:
+            await self._announce_restart()
         else:
             log.info("shutdown.addresses.kept", node=self.settings.node)
         await self.reconciler.close()
@@ -191,6 +194,28 @@ class NodeController:
                 await self.status.drain()
                 await self.events.flush()
         self.status.cancel()
+
+    async def _announce_restart(self) -> None:
+        """Bridge a restart: the addresses outlive this process by `restart_grace`, and the
+        scheduler is told to wait that long before judging this node dead.
+
+        Lifetimes first, so the kernel never drops an address the scheduler still leaves
+        here; if the new process never comes, both run out together and the IPs move.
+        """
+        grace = self.settings.restart_grace
+        extended = await self.reconciler.extend_lifetimes(grace)
+        announced = False
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(self.settings.node_timeout):
+                await self.heartbeat.announce_grace(grace)
+                announced = True
+        log.info(
+            "shutdown.restart_grace",
+            node=self.settings.node,
+            grace=grace,
+            addresses=extended,
+            announced=announced,
+        )
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.create_task(coro, name=name))

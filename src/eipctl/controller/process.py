@@ -52,6 +52,7 @@ def node_settings(settings: ControllerSettings) -> NodeSettings:
         resync_interval=settings.resync_interval,
         address_lifetime=settings.address_lifetime,
         cleanup_on_exit=settings.cleanup_on_exit,
+        restart_grace=settings.restart_grace,
     )
 
 

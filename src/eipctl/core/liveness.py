@@ -10,6 +10,10 @@ and a node is dead once it has seen no change for ``timeout``. The caller passes
   declaring the whole cluster dead.
 - Any change counts, including a counter that went down (a controller restarted from 0).
 - A dead node whose counter changes again is live again at once.
+- A controller stopping cleanly for a restart announces a grace (``restartGraceSeconds`` on
+  its IpNode, with a last heartbeat): until the next change, that node is judged against
+  ``max(timeout, grace)``, so a rolling update does not move its IPs. Its next heartbeat
+  clears the grace; a controller that never comes back is dead after the grace.
 - Re-observing the same value (a relist replaying the cache) changes nothing.
 - The observer's own view must be current. A node is dead only if, besides its own silence,
   some other heartbeat changed at least ``timeout / 2`` after its last change. If the
@@ -31,6 +35,7 @@ __all__ = ["Liveness", "Transition"]
 class _Seen:
     heartbeat: int | None
     changed_at: float
+    timeout: float
 
 
 @dataclass(frozen=True)
@@ -53,15 +58,16 @@ class Liveness:
         self._latest_change = float("-inf")
         """When the freshest change of any node was seen: how current our view is."""
 
-    def observe(self, node: str, heartbeat: int | None, now: float) -> bool:
+    def observe(self, node: str, heartbeat: int | None, now: float, grace: float = 0.0) -> bool:
         """Record that ``node`` showed ``heartbeat`` at ``now``; True if the counter moved.
 
-        A first observation counts as a move (see the module docstring).
+        A first observation counts as a move (see the module docstring). ``grace`` is the
+        restart grace the node announced with this heartbeat (0: none).
         """
         seen = self._seen.get(node)
         if seen is not None and seen.heartbeat == heartbeat:
             return False
-        self._seen[node] = _Seen(heartbeat, now)
+        self._seen[node] = _Seen(heartbeat, now, max(self.timeout, grace))
         self._latest_change = max(self._latest_change, now)
         return True
 
@@ -79,7 +85,7 @@ class Liveness:
         return seen is not None and not self._dead(seen, now)
 
     def _silent(self, seen: _Seen, now: float) -> bool:
-        return now - seen.changed_at >= self.timeout
+        return now - seen.changed_at >= seen.timeout
 
     def _dead(self, seen: _Seen, now: float) -> bool:
         return self._silent(seen, now) and self._latest_change - seen.changed_at >= self.timeout / 2
@@ -101,9 +107,7 @@ class Liveness:
     def next_death(self, now: float) -> float | None:
         """The earliest time after ``now`` at which a live node turns dead, if none changes."""
         deadlines = [
-            s.changed_at + self.timeout
-            for s in self._seen.values()
-            if s.changed_at + self.timeout > now
+            s.changed_at + s.timeout for s in self._seen.values() if s.changed_at + s.timeout > now
         ]
         return min(deadlines, default=None)
 

@@ -39,6 +39,7 @@ from eipctl.core.selectors import LabelSelector
 
 __all__ = [
     "MAX_COUNT",
+    "POOL_PROVIDERS",
     "ClaimPhase",
     "IpClaim",
     "IpClaimPool",
@@ -49,10 +50,13 @@ __all__ = [
     "IpNode",
     "IpNodeSpec",
     "IpNodeStatus",
+    "PoolProvider",
     "ResourceError",
 ]
 
 ClaimPhase = Literal["Pending", "Scheduled", "Bound", "Failed"]
+PoolProvider = Literal["", "aws"]
+POOL_PROVIDERS: Final = frozenset(get_args(PoolProvider))
 CLAIM_PHASES: Final = frozenset(get_args(ClaimPhase))
 
 MAX_COUNT: Final = 2**63 - 1
@@ -63,6 +67,15 @@ def _prefix_length(d: Mapping[str, Any], path: str, address: str) -> int | None:
     """spec.prefixLength, at most 32 for IPv4 (the CRD says the same with a CEL rule)."""
     bits = ipaddress.ip_interface(address).max_prefixlen
     return get_int(d, "prefixLength", path, minimum=1, maximum=bits)
+
+
+def _provider(d: Mapping[str, Any], path: str) -> PoolProvider:
+    value = get_str(d, "provider", path)
+    if value not in POOL_PROVIDERS:
+        raise ResourceError(
+            join(path, "provider"), f"{value!r} is not one of {sorted(POOL_PROVIDERS)}"
+        )
+    return cast(PoolProvider, value)
 
 
 def _selector(d: Mapping[str, Any], key: str, path: str) -> LabelSelector | None:
@@ -155,6 +168,8 @@ class IpClaimPoolSpec:
     service_selector: LabelSelector | None = None
     namespace_selector: LabelSelector | None = None
     node_selector: LabelSelector | None = None
+    provider: PoolProvider = ""
+    """Where the addresses live: "" = on node links (bare metal), "aws" = EC2 Elastic IPs."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpClaimPoolSpec:
@@ -184,6 +199,7 @@ class IpClaimPoolSpec:
             service_selector=_selector(d, "serviceSelector", path),
             namespace_selector=_selector(d, "namespaceSelector", path),
             node_selector=_selector(d, "nodeSelector", path),
+            provider=_provider(d, path),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -203,6 +219,8 @@ class IpClaimPoolSpec:
         ):
             if selector is not None:
                 out[key] = selector.to_dict()
+        if self.provider:
+            out["provider"] = self.provider
         return out
 
 
@@ -275,7 +293,8 @@ class IpClaimSpec:
     services: tuple[str, ...] = ()
     """The Services using the IP, as "namespace/name"."""
     node_bound: bool = False
-    """Reserved: one of a per-node set of claims (placement policy ``all``)."""
+    """Bound to ``node_name`` for good, never moved by the scheduler: a per-node claim of
+    placement policy ``all``, or a Node's own IP (``eipctl nodeips``)."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpClaimSpec:
@@ -400,12 +419,21 @@ class IpNodeStatus:
     """Counter the controller bumps; compare values, never clocks."""
     addresses: tuple[str, ...] = ()
     """Managed addresses really on the link, as ip/prefixLength."""
+    restart_grace_seconds: float | None = None
+    """Set by a controller stopping cleanly: the scheduler waits this long, not its node
+    timeout, before judging the node dead (so a rolling update moves no IP)."""
     conditions: tuple[Condition, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "status") -> IpNodeStatus:
         addresses_path = join(path, "addresses")
+        grace = d.get("restartGraceSeconds")
+        if grace is not None and (
+            isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0
+        ):
+            raise ResourceError(join(path, "restartGraceSeconds"), "must be a number >= 0")
         return cls(
+            restart_grace_seconds=None if grace is None else float(grace),
             heartbeat=get_int(d, "heartbeat", path, maximum=MAX_COUNT) or 0,
             addresses=tuple(
                 check_network(v, join(addresses_path, i), bare_ip=True)
@@ -418,6 +446,8 @@ class IpNodeStatus:
         out: dict[str, Any] = {"heartbeat": self.heartbeat}
         if self.addresses:
             out["addresses"] = list(self.addresses)
+        if self.restart_grace_seconds is not None:
+            out["restartGraceSeconds"] = self.restart_grace_seconds
         _conditions_out(out, self.conditions)
         return out
 

@@ -275,8 +275,15 @@ class Scheduler:
             self._enqueue(PLACE)
             return
         was_live = self.liveness.is_live(name, now)
-        heartbeat = (new.get("status") or {}).get("heartbeat")
-        self.liveness.observe(name, heartbeat if isinstance(heartbeat, int) else None, now)
+        status = new.get("status") or {}
+        heartbeat = status.get("heartbeat")
+        grace = status.get("restartGraceSeconds")
+        self.liveness.observe(
+            name,
+            heartbeat if isinstance(heartbeat, int) else None,
+            now,
+            grace=float(grace) if isinstance(grace, int | float) else 0.0,
+        )
         relabelled = old is not None and c.labels_of(old) != c.labels_of(new)
         if not was_live or relabelled:
             self._enqueue(PLACE)

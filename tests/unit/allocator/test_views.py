@@ -135,3 +135,11 @@ def test_pool_status_and_finalizer() -> None:
     assert obj["metadata"]["finalizers"] == [FINALIZER]
     set_finalizer(False)(obj)
     assert obj["metadata"]["finalizers"] == []
+
+
+def test_cloud_pools_are_left_to_nodeips() -> None:
+    pools = [
+        {"metadata": {"name": "metal"}, "spec": {"cidr": "192.0.2.0/24"}},
+        {"metadata": {"name": "eips"}, "spec": {"cidr": "198.51.100.0/24", "provider": "aws"}},
+    ]
+    assert [p.name for p in pool_infos(pools)] == ["metal"]

@@ -54,7 +54,10 @@ async def test_each_beat_is_a_status_merge_patch_of_a_new_value() -> None:
     api = Api()
     hb, _ = make(api)
     assert await hb.beat() and await hb.beat()
-    assert api.patches == [{"status": {"heartbeat": 8}}, {"status": {"heartbeat": 9}}]
+    assert api.patches == [
+        {"status": {"heartbeat": 8, "restartGraceSeconds": None}},
+        {"status": {"heartbeat": 9, "restartGraceSeconds": None}},
+    ]
 
 
 async def test_a_deleted_ipnode_is_registered_again() -> None:
@@ -62,7 +65,7 @@ async def test_a_deleted_ipnode_is_registered_again() -> None:
     hb, _ = make(api)
     api.fail = NotFound(404, "NotFound", "gone")
     assert await hb.beat()
-    assert api.patches == [{"status": {"heartbeat": 101}}]
+    assert api.patches == [{"status": {"heartbeat": 101, "restartGraceSeconds": None}}]
 
 
 async def test_errors_and_hangs_fail_the_beat() -> None:

@@ -340,6 +340,31 @@ async def test_shutdown_keeps_addresses_unless_cleanup_on_exit(bed: Bed, cleanup
     assert bed.on_link("203.0.113.7") is not cleanup
 
 
+async def test_clean_stop_bridges_a_restart_with_a_grace(bed: Bed) -> None:
+    """SIGTERM without cleanup: the addresses outlive the process by the grace, and the
+    IpNode tells the scheduler to wait that long; the next process's heartbeat clears it."""
+    from dataclasses import replace
+
+    controller = bed.start(replace(FAST, restart_grace=30.0))
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+    await until(lambda: bed.on_link("203.0.113.7"))
+    await bed.stop()
+    (kept,) = await bed.backend.list_managed("eth0")
+    assert kept.valid_lft is not None and kept.valid_lft > FAST.address_lifetime + 20
+    status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
+    assert status["restartGraceSeconds"] == 30.0
+    controller = bed.start()
+    await until(controller.ready)
+
+    async def grace_cleared() -> bool:
+        status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
+        return "restartGraceSeconds" not in status
+
+    await until(grace_cleared)
+    assert bed.on_link("203.0.113.7")
+
+
 async def test_claim_on_a_missing_link_waits_for_the_link(bed: Bed) -> None:
     controller = bed.start()
     await until(controller.ready)

@@ -1,0 +1,1 @@
+"""Cloud providers of public addresses (node IPs of pools with ``spec.provider``)."""

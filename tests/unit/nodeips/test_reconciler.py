@@ -1,0 +1,68 @@
+"""NodeReconciler without an API: the optional throttle (never needed for correctness)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eipctl.kube.workqueue import DONE
+from eipctl.nodeips.reconciler import NodeReconciler
+
+
+class Empty:
+    def get(self, key: str) -> None:
+        return None
+
+    def objects(self) -> list[dict[str, Any]]:
+        return []
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reconciler(min_interval: float, clock: Clock) -> NodeReconciler:
+    return NodeReconciler(
+        api=None,  # type: ignore[arg-type]
+        nodes=Empty(),
+        claims=Empty(),
+        pools=Empty(),
+        pods=Empty(),
+        writer=None,  # type: ignore[arg-type]
+        recorder=None,  # type: ignore[arg-type]
+        default_pool="p",
+        prevent_deallocation=False,
+        requeue_interval=60.0,
+        min_interval=min_interval,
+        clock=clock,
+    )
+
+
+async def test_min_interval_defers_a_second_pass() -> None:
+    clock = Clock()
+    r = reconciler(10.0, clock)
+    assert await r.reconcile("gone") == DONE
+    clock.now += 4.0
+    deferred = await r.reconcile("other")  # other nodes are not held back
+    assert deferred == DONE
+
+
+async def test_min_interval_requeues_the_same_node_for_the_rest() -> None:
+    clock = Clock()
+    r = reconciler(10.0, clock)
+    r._last["n1"] = clock.now  # a pass just ran
+    clock.now += 4.0
+    result = await r.reconcile("n1")
+    assert result.requeue_after is not None and abs(result.requeue_after - 6.0) < 1e-9
+    clock.now += 6.0
+    assert await r.reconcile("n1") == DONE
+
+
+async def test_no_throttle_by_default() -> None:
+    clock = Clock()
+    r = reconciler(0.0, clock)
+    r._last["n1"] = clock.now
+    assert await r.reconcile("n1") == DONE
