@@ -286,3 +286,22 @@ def test_conflict_rule() -> None:
     assert decide(True, "n1", Liveness.LIVE) is ConflictDecision.WAIT
     assert decide(True, None, None) is ConflictDecision.WAIT
     assert decide(True, "me", Liveness.DEAD) is ConflictDecision.WAIT
+
+
+def test_an_answer_from_another_eipctl_node_is_taken_over() -> None:
+    base = {"answered": True, "own_node": "n1", "holder_liveness": Liveness.LIVE}
+    assert (
+        conflict_decision(previous_holder="n2", answered_by="n2", **base)
+        is ConflictDecision.TAKE_OVER
+    )
+    assert (
+        conflict_decision(previous_holder=None, answered_by="n3", **base)
+        is ConflictDecision.TAKE_OVER
+    )
+    # our own MAC answering is not a reason to fight anyone; an unknown MAC is waited for
+    assert (
+        conflict_decision(previous_holder=None, answered_by="n1", **base) is ConflictDecision.WAIT
+    )
+    assert (
+        conflict_decision(previous_holder="n2", answered_by=None, **base) is ConflictDecision.WAIT
+    )

@@ -42,6 +42,7 @@ from eipctl.core.addresses import (
     links_to_inspect,
     plan,
 )
+from eipctl.core.naming import claim_name_for
 from eipctl.core.resources import IpClaim
 from eipctl.kube.client import Obj
 from eipctl.net.errors import ForeignAddressError, NetError
@@ -61,6 +62,15 @@ log = structlog.get_logger(__name__)
 
 HolderHeartbeat = Callable[[str], Awaitable[int | None]]
 """The heartbeat counter of another node's IpNode, or None if it has none."""
+
+MacOwner = Callable[[str], Awaitable[str | None]]
+"""The eipctl node whose IpNode publishes this MAC (aa:bb:..), or None."""
+
+ClaimLookup = Callable[[str], Awaitable[Obj | None]]
+"""A fresh read of one claim by name (None if it does not exist)."""
+
+HANDOVER_RECHECK = 0.2
+"""How soon to look again at an address held for a hand-over (seconds)."""
 
 
 class ClaimSource(Protocol):
@@ -102,6 +112,8 @@ class LinkReconciler:
         prober: Prober | None = None,
         holder_heartbeat: HolderHeartbeat | None = None,
         holders: HolderLiveness | None = None,
+        mac_owner: MacOwner | None = None,
+        claim_lookup: ClaimLookup | None = None,
     ) -> None:
         self.settings = settings
         self._backend = backend
@@ -111,6 +123,10 @@ class LinkReconciler:
         self._announcer = announcer
         self._prober = prober
         self._holder_heartbeat = holder_heartbeat
+        self._mac_owner = mac_owner
+        self._claim_lookup = claim_lookup
+        self._handing_over_since: dict[Address, float] = {}
+        self._macs: dict[str, str] = {}  # link -> its MAC, published on the IpNode
         self._holders = holders or HolderLiveness(fence.node_timeout, time.monotonic)
         self._links_used: set[str] = set()
         self._announcing: dict[tuple[str, IPAddress], asyncio.Task[None]] = {}
@@ -147,8 +163,11 @@ class LinkReconciler:
         adding = {c.address.ip for c in actions.add} if may_hold else set()
         reason = "released" if release else ("fenced" if fenced else "not-placed-here")
         for addr in actions.remove:
-            if addr.ip not in adding:
-                await self._remove(addr, reason)
+            if addr.ip in adding:
+                continue
+            if not fenced and await self._handing_over(addr):
+                continue
+            await self._remove(addr, reason)
         if may_hold:
             for claim in actions.keep:
                 await self._renew(claim, parsed[claim.name])
@@ -161,6 +180,39 @@ class LinkReconciler:
         await self._report_addresses(observed.keys())
         PASS_SECONDS.observe(time.monotonic() - started)
         return self._retry
+
+    async def _handing_over(self, addr: Address) -> bool:
+        """Make before break: an address whose claim moved to another node stays until that
+        node reports it Bound, so a move (or this controller's restart) never leaves a gap in
+        which nobody answers. It is no longer renewed, and it is held for at most one
+        --address-lifetime, so a new holder that never binds cannot keep it here for long;
+        fencing and releases never wait for this.
+        """
+        if self._claim_lookup is None:
+            return False
+        now = time.monotonic()
+        since = self._handing_over_since.setdefault(addr, now)
+        if now - since >= self.settings.address_lifetime:
+            self._handing_over_since.pop(addr, None)
+            return False
+        try:
+            obj = await self._claim_lookup(claim_name_for(addr.ip))
+        except Exception as exc:  # cannot tell: do not hold on a guess
+            log.info("handover.lookup.failed", address=str(addr), error=repr(exc))
+            return False
+        new_node = str(((obj or {}).get("spec") or {}).get("nodeName") or "")
+        status = (obj or {}).get("status") or {}
+        if (
+            obj is None  # the claim is gone: the IP is released
+            or not new_node
+            or new_node == self.node
+            or (status.get("phase") == "Bound" and status.get("boundNode") == new_node)
+        ):
+            self._handing_over_since.pop(addr, None)
+            return False
+        log.info("address.handover.waiting", address=str(addr), new_node=new_node)
+        self._retry_in(HANDOVER_RECHECK)
+        return True
 
     async def release_all(self) -> None:
         """Remove every managed address on the links this process knows (SIGTERM with
@@ -273,13 +325,15 @@ class LinkReconciler:
         mac = None if conflict is None else conflict.mac
         holder = claim.status.bound_node or None
         liveness: Liveness | None = None
-        if mac is not None and holder and holder != self.node:
+        answered_by = None if mac is None else await self._owner_of(mac)
+        if mac is not None and not answered_by and holder and holder != self.node:
             liveness = await self._holder_liveness(holder)
         decision = conflict_decision(
             answered=mac is not None,
             previous_holder=holder,
             own_node=self.node,
             holder_liveness=liveness,
+            answered_by=answered_by,
         )
         if decision is ConflictDecision.TAKE_OVER:
             TAKEOVERS.inc()
@@ -289,6 +343,7 @@ class LinkReconciler:
                 address=str(addr),
                 mac=_mac(mac or b""),
                 previous_holder=holder,
+                answered_by=answered_by,
             )
         elif decision is ConflictDecision.WAIT:
             who = (
@@ -312,6 +367,15 @@ class LinkReconciler:
         if decision is not ConflictDecision.WAIT:
             self._waiting.pop(claim.name, None)
         return decision
+
+    async def _owner_of(self, mac: bytes) -> str | None:
+        if self._mac_owner is None:
+            return None
+        try:
+            return await self._mac_owner(_mac(mac))
+        except Exception as exc:  # unknown: fall back to the heartbeat rule
+            log.info("mac.lookup.failed", mac=_mac(mac), error=repr(exc))
+            return None
 
     async def _holder_liveness(self, holder: str) -> Liveness | None:
         if self._holder_heartbeat is None:
@@ -372,6 +436,8 @@ class LinkReconciler:
         for link in links:
             try:
                 managed = await self._backend.list_managed(link)
+                if link not in self._macs:
+                    self._macs[link] = _mac(await self._backend.link_mac(link))
             except NetError as exc:
                 self._failed("list", exc, link=link)
                 return
@@ -379,7 +445,7 @@ class LinkReconciler:
         MANAGED_ADDRESSES.set(len(held))
         texts = [_text(version, value, prefixlen) for version, value, prefixlen in sorted(held)]
         if not self._fence.fenced:
-            self._status.node_addresses(texts)
+            self._status.node_addresses(texts, sorted(set(self._macs.values())))
 
     def _failed(self, op: str, exc: NetError, **fields: str) -> None:
         NET_ERRORS.labels(op).inc()

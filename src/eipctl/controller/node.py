@@ -140,6 +140,8 @@ class NodeController:
             prober=prober,
             holder_heartbeat=self._holder_heartbeat,
             holders=HolderLiveness(settings.node_timeout, clock),
+            mac_owner=self._mac_owner,
+            claim_lookup=self._claim_fresh,
         )
         self.heartbeat = Heartbeat(
             heartbeat_api,
@@ -273,6 +275,23 @@ class NodeController:
                 self._refresh.cancel()
             self._refresh = asyncio.create_task(self.claims.refresh(), name="claims-refresh")
         self._trigger.set()
+
+    async def _claim_fresh(self, name: str) -> Obj | None:
+        try:
+            async with asyncio.timeout(self.settings.node_timeout):
+                return await self._api.get(IPCLAIMS, name)
+        except NotFound:
+            return None
+
+    async def _mac_owner(self, mac: str) -> str | None:
+        """Which other eipctl node publishes `mac` (only asked after a probe conflict)."""
+        async with asyncio.timeout(self.settings.node_timeout):
+            nodes = await self._api.list(IPNODES)
+        for obj in nodes.items:
+            name = (obj.get("metadata") or {}).get("name")
+            if name != self.settings.node and mac in ((obj.get("status") or {}).get("macs") or []):
+                return str(name)
+        return None
 
     async def _holder_heartbeat(self, node: str) -> int | None:
         try:

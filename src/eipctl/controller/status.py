@@ -169,7 +169,7 @@ class StatusReporter:
         self._events = events
         self._node = node
         self._inflight: dict[str, asyncio.Task[None]] = {}
-        self._addresses: list[str] | None = None  # what IpNode status.addresses last got
+        self._addresses: tuple[list[str], list[str]] | None = None  # last addresses, macs
 
     def bound(self, claim: IpClaim) -> None:
         if is_bound_here(claim, self._node):
@@ -191,11 +191,14 @@ class StatusReporter:
             self._update(claim.name, mark_conflict(self._node, reason, message), "claim.conflict"),
         )
 
-    def node_addresses(self, addresses: list[str]) -> None:
-        if addresses == self._addresses:
+    def node_addresses(self, addresses: list[str], macs: list[str] | None = None) -> None:
+        """IpNode status: the managed addresses really on the links, and the links' MACs
+        (so another node whose probe meets one of them knows it is eipctl's)."""
+        published = (addresses, macs or [])
+        if published == self._addresses:
             return
-        self._addresses = addresses
-        self._spawn("ipnode", self._patch_addresses(addresses))
+        self._addresses = published
+        self._spawn("ipnode", self._patch_addresses(*published))
 
     def forget_addresses(self) -> None:
         """Make the next `node_addresses` write even if unchanged (after the IpNode was
@@ -229,10 +232,10 @@ class StatusReporter:
         except Exception as exc:
             log.warning(f"{what}.failed", claim=name, error=repr(exc))
 
-    async def _patch_addresses(self, addresses: list[str]) -> None:
+    async def _patch_addresses(self, addresses: list[str], macs: list[str]) -> None:
         try:
             await self._writer.patch(
-                IPNODES, self._node, {"status": {"addresses": addresses}}, status=True
+                IPNODES, self._node, {"status": {"addresses": addresses, "macs": macs}}, status=True
             )
             log.info("ipnode.addresses", node=self._node, addresses=addresses)
         except Exception as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, Self, cast, get_args
@@ -413,12 +414,23 @@ class IpNodeSpec:
         return {"link": self.link} if self.link else {}
 
 
+_MAC = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
+
+
+def _check_mac(value: str, path: str) -> str:
+    if not _MAC.match(value):
+        raise ResourceError(path, f"{value!r} is not a lower-case MAC address")
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class IpNodeStatus:
     heartbeat: int = 0
     """Counter the controller bumps; compare values, never clocks."""
     addresses: tuple[str, ...] = ()
     """Managed addresses really on the link, as ip/prefixLength."""
+    macs: tuple[str, ...] = ()
+    """MACs of the links the controller uses (lower-case aa:bb:cc:dd:ee:ff)."""
     restart_grace_seconds: float | None = None
     """Set by a controller stopping cleanly: the scheduler waits this long, not its node
     timeout, before judging the node dead (so a rolling update moves no IP)."""
@@ -434,6 +446,10 @@ class IpNodeStatus:
             raise ResourceError(join(path, "restartGraceSeconds"), "must be a number >= 0")
         return cls(
             restart_grace_seconds=None if grace is None else float(grace),
+            macs=tuple(
+                _check_mac(v, join(join(path, "macs"), i))
+                for i, v in enumerate(get_str_list(d, "macs", path))
+            ),
             heartbeat=get_int(d, "heartbeat", path, maximum=MAX_COUNT) or 0,
             addresses=tuple(
                 check_network(v, join(addresses_path, i), bare_ip=True)
@@ -446,6 +462,8 @@ class IpNodeStatus:
         out: dict[str, Any] = {"heartbeat": self.heartbeat}
         if self.addresses:
             out["addresses"] = list(self.addresses)
+        if self.macs:
+            out["macs"] = list(self.macs)
         if self.restart_grace_seconds is not None:
             out["restartGraceSeconds"] = self.restart_grace_seconds
         _conditions_out(out, self.conditions)

@@ -166,7 +166,22 @@ async def test_claim_is_added_announced_bound_and_removed_when_moved(bed: Bed) -
 
     await until(reported)
     await bed.move("203.0.113.7", "node-b")
-    await until(lambda: not bed.on_link("203.0.113.7"))
+    await asyncio.sleep(0.5)
+    assert bed.on_link("203.0.113.7")  # make before break: until node-b has it
+    await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-b"})
+    await until(lambda: not bed.on_link("203.0.113.7"), timeout=1.0)
+
+
+async def test_a_moved_address_is_not_held_past_one_lifetime(bed: Bed) -> None:
+    controller = bed.start()
+    await until(controller.ready)
+    await bed.claim("203.0.113.7")
+    await until(lambda: bed.on_link("203.0.113.7"))
+    loop = asyncio.get_running_loop()
+    await bed.move("203.0.113.7", "node-b")  # node-b never binds it
+    moved = loop.time()
+    await until(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.address_lifetime + 2)
+    assert loop.time() - moved >= FAST.address_lifetime * 0.9
 
 
 async def test_ipv6_claim_with_prefix_length(bed: Bed) -> None:
@@ -183,6 +198,7 @@ async def test_restart_keeps_addresses_without_probe_or_announcement(bed: Bed) -
     await bed.claim("203.0.113.7")
     await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": NODE})
     await bed.claim("203.0.113.8", node="node-b")
+    await bed.set_status("203.0.113.8", {"phase": "Bound", "boundNode": "node-b"})
     removals: list[str] = []
     original = bed.backend.remove
 
@@ -302,6 +318,35 @@ async def test_live_previous_holder_is_waited_for(bed: Bed) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await beating
     await until(lambda: bed.on_link("203.0.113.7"), timeout=5)  # once it stops beating
+
+
+async def test_an_eipctl_node_still_answering_is_taken_over_at_once(bed: Bed) -> None:
+    """The scheduler moved the claim here while the old holder's kernel still answers (its
+    controller restarting, hung, or not yet aware of the move). Its MAC is on its IpNode, so
+    the answer is known to be eipctl's: add at once, no waiting for its heartbeat to stop."""
+    old = MemoryLinkBackend()
+    old.create_link("eth0", segment=bed.segment)
+    await old.add("eth0", "203.0.113.7", 32, 60)
+    old_mac = ":".join(f"{b:02x}" for b in old.mac_of("eth0"))
+    await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
+    await bed.api.patch(
+        IPNODES, "node-old", {"status": {"heartbeat": 1, "macs": [old_mac]}}, sub="status"
+    )
+    controller = bed.start()
+    await until(controller.ready)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await bed.claim("203.0.113.7")
+    await until(lambda: bed.on_link("203.0.113.7"))
+    assert loop.time() - started < FAST.node_timeout  # not judged by heartbeat age
+    assert bed.segment.announcements[-1][1] == bed.backend.mac_of("eth0")
+    own_mac = ":".join(f"{b:02x}" for b in bed.backend.mac_of("eth0"))
+
+    async def published() -> bool:
+        status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
+        return own_mac in (status.get("macs") or [])
+
+    await until(published)
 
 
 async def test_fences_when_the_api_is_unreachable_and_restores(bed: Bed) -> None:
