@@ -12,9 +12,7 @@ Objects holding dicts (metadata, labels) compare by value but are not hashable.
 
 from __future__ import annotations
 
-import copy
 import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, Self, cast, get_args
@@ -23,7 +21,6 @@ from eipctl.core.conditions import Condition, conditions_from_list
 from eipctl.core.fields import (
     ResourceError,
     as_list,
-    as_mapping,
     as_str,
     check_ip,
     check_network,
@@ -35,7 +32,8 @@ from eipctl.core.fields import (
     get_str_list,
     join,
 )
-from eipctl.core.naming import API_VERSION, LABEL_NODE, LABEL_POOL, claim_name_for
+from eipctl.core.naming import LABEL_NODE, LABEL_POOL, claim_name_for
+from eipctl.core.resource_base import MAX_COUNT, Resource, conditions_out
 from eipctl.core.selectors import LabelSelector
 
 __all__ = [
@@ -60,9 +58,6 @@ PoolProvider = Literal["", "aws"]
 POOL_PROVIDERS: Final = frozenset(get_args(PoolProvider))
 CLAIM_PHASES: Final = frozenset(get_args(ClaimPhase))
 
-MAX_COUNT: Final = 2**63 - 1
-"""Largest count the API stores (int64): writers saturate ``free`` of big IPv6 pools here."""
-
 
 def _prefix_length(d: Mapping[str, Any], path: str, address: str) -> int | None:
     """spec.prefixLength, at most 32 for IPv4 (the CRD says the same with a CEL rule)."""
@@ -82,72 +77,6 @@ def _provider(d: Mapping[str, Any], path: str) -> PoolProvider:
 def _selector(d: Mapping[str, Any], key: str, path: str) -> LabelSelector | None:
     value = get_mapping(d, key, path)
     return None if value is None else LabelSelector.from_dict(value, join(path, key))
-
-
-def _conditions_out(out: dict[str, Any], conditions: tuple[Condition, ...]) -> None:
-    if conditions:
-        out["conditions"] = [c.to_dict() for c in conditions]
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Resource:
-    """Shared envelope: apiVersion/kind checks and metadata accessors."""
-
-    KIND: ClassVar[str]
-    PLURAL: ClassVar[str]
-
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "metadata", copy.deepcopy(dict(self.metadata)))
-
-    @property
-    def name(self) -> str:
-        return cast(str, self.metadata.get("name", ""))
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        return cast(Mapping[str, str], self.metadata.get("labels") or {})
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return cast(Mapping[str, str], self.metadata.get("annotations") or {})
-
-    @property
-    def resource_version(self) -> str | None:
-        return cast(str | None, self.metadata.get("resourceVersion"))
-
-    @property
-    def generation(self) -> int | None:
-        return cast(int | None, self.metadata.get("generation"))
-
-    @classmethod
-    def _envelope(
-        cls, d: object, *, spec_required: bool = True
-    ) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
-        """Check apiVersion/kind (when present); return (metadata, spec, status)."""
-        top = as_mapping(d, cls.KIND)
-        for key, want in (("apiVersion", API_VERSION), ("kind", cls.KIND)):
-            got = top.get(key)
-            if got is not None and got != want:
-                raise ResourceError(key, f"expected {want!r}, got {got!r}")
-        metadata = get_mapping(top, "metadata", "") or {}
-        for key in ("name", "resourceVersion"):
-            if metadata.get(key) is not None:
-                as_str(metadata[key], join("metadata", key))
-        spec = get_mapping(top, "spec", "")
-        if spec is None and spec_required:
-            raise ResourceError("spec", "required")
-        return metadata, spec or {}, get_mapping(top, "status", "") or {}
-
-    def _to_dict(self, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "apiVersion": API_VERSION,
-            "kind": self.KIND,
-            "metadata": copy.deepcopy(dict(self.metadata)),
-            "spec": spec,
-            "status": status,
-        }
 
 
 # --- IpClaimPool ---------------------------------------------------------------------------
@@ -247,12 +176,12 @@ class IpClaimPoolStatus:
             out["allocated"] = self.allocated
         if self.free is not None:
             out["free"] = self.free
-        _conditions_out(out, self.conditions)
+        conditions_out(out, self.conditions)
         return out
 
 
 @dataclass(frozen=True, kw_only=True)
-class IpClaimPool(_Resource):
+class IpClaimPool(Resource):
     KIND: ClassVar[str] = "IpClaimPool"
     PLURAL: ClassVar[str] = "ipclaimpools"
 
@@ -350,12 +279,12 @@ class IpClaimStatus:
         out: dict[str, Any] = {"phase": self.phase}
         if self.bound_node:
             out["boundNode"] = self.bound_node
-        _conditions_out(out, self.conditions)
+        conditions_out(out, self.conditions)
         return out
 
 
 @dataclass(frozen=True, kw_only=True)
-class IpClaim(_Resource):
+class IpClaim(Resource):
     KIND: ClassVar[str] = "IpClaim"
     PLURAL: ClassVar[str] = "ipclaims"
 
@@ -399,93 +328,6 @@ class IpClaim(_Resource):
         return self._to_dict(self.spec.to_dict(), self.status.to_dict())
 
 
-# --- IpNode --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class IpNodeSpec:
-    link: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpNodeSpec:
-        return cls(link=get_str(d, "link", path))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"link": self.link} if self.link else {}
-
-
-_MAC = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
-
-
-def _check_mac(value: str, path: str) -> str:
-    if not _MAC.match(value):
-        raise ResourceError(path, f"{value!r} is not a lower-case MAC address")
-    return value
-
-
-@dataclass(frozen=True, kw_only=True)
-class IpNodeStatus:
-    heartbeat: int = 0
-    """Counter the controller bumps; compare values, never clocks."""
-    addresses: tuple[str, ...] = ()
-    """Managed addresses really on the link, as ip/prefixLength."""
-    macs: tuple[str, ...] = ()
-    """MACs of the links the controller uses (lower-case aa:bb:cc:dd:ee:ff)."""
-    restart_grace_seconds: float | None = None
-    """Set by a controller stopping cleanly: the scheduler waits this long, not its node
-    timeout, before judging the node dead (so a rolling update moves no IP)."""
-    conditions: tuple[Condition, ...] = ()
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], path: str = "status") -> IpNodeStatus:
-        addresses_path = join(path, "addresses")
-        grace = d.get("restartGraceSeconds")
-        if grace is not None and (
-            isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0
-        ):
-            raise ResourceError(join(path, "restartGraceSeconds"), "must be a number >= 0")
-        return cls(
-            restart_grace_seconds=None if grace is None else float(grace),
-            macs=tuple(
-                _check_mac(v, join(join(path, "macs"), i))
-                for i, v in enumerate(get_str_list(d, "macs", path))
-            ),
-            heartbeat=get_int(d, "heartbeat", path, maximum=MAX_COUNT) or 0,
-            addresses=tuple(
-                check_network(v, join(addresses_path, i), bare_ip=True)
-                for i, v in enumerate(get_str_list(d, "addresses", path))
-            ),
-            conditions=conditions_from_list(d.get("conditions"), join(path, "conditions")),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"heartbeat": self.heartbeat}
-        if self.addresses:
-            out["addresses"] = list(self.addresses)
-        if self.macs:
-            out["macs"] = list(self.macs)
-        if self.restart_grace_seconds is not None:
-            out["restartGraceSeconds"] = self.restart_grace_seconds
-        _conditions_out(out, self.conditions)
-        return out
-
-
-@dataclass(frozen=True, kw_only=True)
-class IpNode(_Resource):
-    KIND: ClassVar[str] = "IpNode"
-    PLURAL: ClassVar[str] = "ipnodes"
-
-    spec: IpNodeSpec = field(default_factory=IpNodeSpec)
-    status: IpNodeStatus = field(default_factory=IpNodeStatus)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        metadata, spec, status = cls._envelope(d, spec_required=False)
-        return cls(
-            metadata=metadata,
-            spec=IpNodeSpec.from_dict(spec),
-            status=IpNodeStatus.from_dict(status),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return self._to_dict(self.spec.to_dict(), self.status.to_dict())
+# IpNode lives in its own module (core/ipnode.py); re-exported here so every kind is
+# reachable from one place.
+from eipctl.core.ipnode import IpNode, IpNodeSpec, IpNodeStatus  # noqa: E402
