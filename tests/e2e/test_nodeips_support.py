@@ -15,13 +15,12 @@ import pytest_asyncio
 
 from eipctl.cli.values import parse_bind_address
 from eipctl.cloud.provider import AddressProvider
+from eipctl.core.naming import LABEL_ORIGIN, ORIGIN_NODE
 from eipctl.core.node_claims import (
     ANNOTATION_SLOT,
     LABEL_AUTO_ASSIGN,
     LABEL_EXTERNAL_IP,
     LABEL_NODE_POOL,
-    LABEL_ORIGIN,
-    ORIGIN_NODE,
     TAINT_NOT_ATTACHED,
 )
 from eipctl.kube.client import (

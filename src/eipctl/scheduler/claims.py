@@ -32,7 +32,12 @@ from eipctl.core.fields import ResourceError
 from eipctl.core.naming import (
     API_VERSION,
     LABEL_NODE,
+    LABEL_ORIGIN,
+    LABEL_PLACEMENT,
     LABEL_POOL,
+    ORIGIN_ALL_NODES,
+    ORIGIN_MANUAL,
+    PLACEMENT_ALL,
     node_claim_name_for,
     parse_node_claim_name,
 )
@@ -41,14 +46,6 @@ from eipctl.core.placement import ClaimPlacement
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], Obj | None]
 
-LABEL_PLACEMENT: Final = "eipctl.io/placement"
-"""On an IpClaim: ``all`` when placement policy ``all`` marked it for every eligible node."""
-PLACEMENT_ALL: Final = "all"
-LABEL_ORIGIN: Final = "eipctl.io/origin"
-"""On an IpClaim the scheduler created for hand-set ``spec.externalIPs``: ``manual``."""
-ORIGIN_MANUAL: Final = "manual"
-ORIGIN_ALL_NODES: Final = "all-nodes"
-"""On a per-node claim the scheduler keeps for policy ``all``."""
 
 CONDITION_SCHEDULED: Final = "Scheduled"
 REASON_PLACED: Final = "Placed"

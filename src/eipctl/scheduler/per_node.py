@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eipctl.core.naming import LABEL_POOL
+from eipctl.core.naming import LABEL_ORIGIN, LABEL_POOL, ORIGIN_ALL_NODES
 from eipctl.core.placement import Cluster
 from eipctl.scheduler import claims as c
 
@@ -47,6 +47,6 @@ def per_node_changes(
     delete = tuple(
         obj
         for name, obj in sorted(existing.items())
-        if name not in desired and c.labels_of(obj).get(c.LABEL_ORIGIN) == c.ORIGIN_ALL_NODES
+        if name not in desired and c.labels_of(obj).get(LABEL_ORIGIN) == ORIGIN_ALL_NODES
     )
     return PerNodeChanges(create, delete)

@@ -23,19 +23,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import structlog
 
-from eipctl.core.naming import IPAddress, claim_name_for, ip_for_claim_name
+from eipctl.core.naming import (
+    ANNOTATION_ALLOCATED_IPS,
+    LABEL_ORIGIN,
+    ORIGIN_MANUAL,
+    IPAddress,
+    claim_name_for,
+    ip_for_claim_name,
+)
 from eipctl.kube.client import IPCLAIMS, object_key
 from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
 from eipctl.kube.events import EventType
 from eipctl.kube.workqueue import DONE, Result, requeue_after
 from eipctl.kube.writer import SerializedWriter
 from eipctl.scheduler.claims import (
-    LABEL_ORIGIN,
-    ORIGIN_MANUAL,
     involved,
     is_per_node,
     labels_of,
@@ -47,9 +52,6 @@ from eipctl.scheduler.view import PoolView, PoolViews
 log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
-
-ANNOTATION_ALLOCATED_IPS: Final = "eipctl.io/allocated-ips"
-"""On a Service: comma list of the spec.externalIPs entries the allocator put there."""
 
 
 class Cache(Protocol):
