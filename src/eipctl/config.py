@@ -22,6 +22,7 @@ from eipctl.cli.values import (
     parse_text,
     positive_duration,
 )
+from eipctl.kube.leader import LeaderElectionConfig
 
 POLICIES = ("spread", "single", "all")
 
@@ -68,6 +69,17 @@ class LeaderSettings:
     retry_period: float = setting(
         "200ms", positive_duration, "how often leaders renew and standbys try to acquire"
     )
+
+    def election(self, lease_name: str) -> LeaderElectionConfig:
+        """What the leader elector of Lease `lease_name` needs from these settings."""
+        return LeaderElectionConfig(
+            lease_name=lease_name,
+            namespace=self.lease_namespace,
+            identity=self.identity,
+            lease_duration=self.lease_duration,
+            renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+        )
 
     def check(self) -> None:
         """Reject timings under which two leaders could act at once."""

@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
 
+import polling
 from eipctl.allocator.process import run
 from eipctl.cli.values import parse_bind_address
 from eipctl.config import AllocatorSettings
@@ -122,17 +124,8 @@ async def update(
     raise AssertionError(f"could not update {name}")
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 10.0, step: float = 0.05) -> Any:
-    """Poll an async (or sync) check until it returns a truthy value; return that value."""
-    last: Any = None
-    async with asyncio.timeout(timeout):
-        while True:
-            last = check()
-            if asyncio.iscoroutine(last):
-                last = await last
-            if last:
-                return last
-            await asyncio.sleep(step)
+eventually = partial(polling.eventually, step=0.05)
+"""API checks poll gently: every call is a request to the emulator."""
 
 
 async def ips_of(api: KubeApi, name: str, namespace: str = "default") -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from netns import skip_reason
-from test_controller_support import TIMINGS, Rig, rig, until
+from test_controller_support import TIMINGS, Rig, eventually, rig
 
 from eipctl.sandbox.apiserver import ApiServer
 
@@ -43,34 +43,34 @@ async def test_cut_off_from_the_api_it_fences_then_restores(r: Rig) -> None:
     await r.wait_beating()
     await r.claim("203.0.113.7")
     await r.claim("2001:db8::7")
-    await until(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"))
+    await eventually(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"))
 
     started = time.monotonic()
     await r.relay.cut()
-    await until(lambda: not r.has("203.0.113.7/32") and not r.has("2001:db8::7/128"))
+    await eventually(lambda: not r.has("203.0.113.7/32") and not r.has("2001:db8::7/128"))
     fenced_in = time.monotonic() - started
     assert "192.0.2.2/24" in r.addresses()  # the admin's address is never fenced
 
     healed = time.monotonic()
     await r.relay.heal()
-    await until(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"), timeout=15)
+    await eventually(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"), timeout=15)
     restored_in = time.monotonic() - healed
     print(f"fenced {fenced_in:.3f}s after the cut; restored {restored_in:.3f}s after heal")
     assert fenced_in < NODE_TIMEOUT + 0.5
-    await until(lambda: r.bound("203.0.113.7"))
+    await eventually(lambda: r.bound("203.0.113.7"))
 
 
 async def test_the_api_pausing_fences_too(r: Rig) -> None:
     r.controller()
     await r.wait_beating()
     await r.claim("203.0.113.7")
-    await until(lambda: r.has("203.0.113.7/32"))
+    await eventually(lambda: r.has("203.0.113.7/32"))
     started = time.monotonic()
     pause = r.srv.faults.pause(3.0)
-    await until(lambda: not r.has("203.0.113.7/32"))
+    await eventually(lambda: not r.has("203.0.113.7/32"))
     fenced_in = time.monotonic() - started
     await pause
-    await until(lambda: r.has("203.0.113.7/32"), timeout=15)
+    await eventually(lambda: r.has("203.0.113.7/32"), timeout=15)
     print(f"fenced {fenced_in:.3f}s after the API paused")
     assert fenced_in < NODE_TIMEOUT + 0.5
 
@@ -80,11 +80,11 @@ async def test_a_frozen_controller_addresses_expire_in_the_kernel(r: Rig) -> Non
     await r.wait_beating()
     await r.claim("203.0.113.7")
     await r.claim("2001:db8::7")
-    await until(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"))
+    await eventually(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"))
 
     started = time.monotonic()
     proc.freeze()
-    await until(
+    await eventually(
         lambda: not r.has("203.0.113.7/32") and not r.has("2001:db8::7/128"),
         timeout=LIFETIME + 3,
     )
@@ -93,4 +93,4 @@ async def test_a_frozen_controller_addresses_expire_in_the_kernel(r: Rig) -> Non
     assert expired_in <= LIFETIME + 1.2  # the kernel checks lifetimes on whole seconds
 
     proc.thaw()  # it notices its stale heartbeat, fences, beats again and restores
-    await until(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"), timeout=15)
+    await eventually(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"), timeout=15)

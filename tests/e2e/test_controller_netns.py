@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from netns import skip_reason
-from test_controller_support import NODE, EchoTraffic, Rig, neighbour_mac, rig, until
+from test_controller_support import NODE, EchoTraffic, Rig, eventually, neighbour_mac, rig
 
 from eipctl.kube.client import IPNODES
 from eipctl.sandbox.apiserver import ApiServer
@@ -43,39 +43,39 @@ async def test_claims_follow_placement_on_a_real_link(r: Rig) -> None:
     await r.wait_beating()
 
     # start-up purge: the stale managed address goes, the admin's address stays
-    await until(lambda: not r.has("203.0.113.50/32"))
+    await eventually(lambda: not r.has("203.0.113.50/32"))
     assert "192.0.2.2/24" in r.addresses()
 
     # placed here: added with a finite lifetime, announced (the router's entry moves), Bound
     await r.claim("203.0.113.7")
-    lft = await until(lambda: r.addresses().get("203.0.113.7/32"))
+    lft = await eventually(lambda: r.addresses().get("203.0.113.7/32"))
     assert lft != "forever" and int(lft.removesuffix("sec")) <= 3
     mac = r.node.mac("eth0").hex(":")
-    await until(lambda: neighbour_mac(r.peer, "203.0.113.7", "p0") == mac)
-    await until(lambda: r.bound("203.0.113.7"))
+    await eventually(lambda: neighbour_mac(r.peer, "203.0.113.7", "p0") == mac)
+    await eventually(lambda: r.bound("203.0.113.7"))
 
     await r.claim("2001:db8::7", prefixLength=64)
-    await until(lambda: r.has("2001:db8::7/64"))
+    await eventually(lambda: r.has("2001:db8::7/64"))
 
     async def reported() -> bool:
         status = (await r.api.get(IPNODES, NODE)).get("status") or {}
         return set(status.get("addresses") or []) == {"203.0.113.7/32", "2001:db8::7/64"}
 
-    await until(reported)
+    await eventually(reported)
 
     # drift: deleted by hand -> back; a stray managed address -> gone
     started = time.monotonic()
     r.node.ip("addr del 203.0.113.7/32 dev eth0")
-    await until(lambda: r.has("203.0.113.7/32"))
+    await eventually(lambda: r.has("203.0.113.7/32"))
     repaired_in = time.monotonic() - started
     await r.plant_managed("203.0.113.60/32")
-    await until(lambda: not r.has("203.0.113.60/32"))
+    await eventually(lambda: not r.has("203.0.113.60/32"))
     print(f"drift repaired in {repaired_in:.2f}s")
     assert repaired_in < 2.5
 
     # moved to another node: removed
     await r.move("203.0.113.7", "node-b")
-    await until(lambda: not r.has("203.0.113.7/32"))
+    await eventually(lambda: not r.has("203.0.113.7/32"))
     assert r.has("2001:db8::7/64") and "192.0.2.2/24" in r.addresses()
 
 
@@ -83,7 +83,7 @@ async def test_sigterm_keeps_addresses_and_cleanup_on_exit_removes_them(r: Rig) 
     proc = r.controller()
     await r.wait_beating()
     await r.claim("203.0.113.7")
-    await until(lambda: r.has("203.0.113.7/32"))
+    await eventually(lambda: r.has("203.0.113.7/32"))
     assert await asyncio.to_thread(proc.terminate) == 0
     assert r.has("203.0.113.7/32")
 
@@ -101,8 +101,8 @@ async def test_restart_does_not_interrupt_traffic(r: Rig) -> None:
     first = r.controller("controller-1", **lifetime)
     await r.wait_beating()
     await r.claim("203.0.113.7")
-    await until(lambda: r.has("203.0.113.7/32"))
-    await until(lambda: r.bound("203.0.113.7"))
+    await eventually(lambda: r.has("203.0.113.7/32"))
+    await eventually(lambda: r.bound("203.0.113.7"))
     absent: list[float] = []
 
     async def watch_link() -> None:
@@ -112,7 +112,7 @@ async def test_restart_does_not_interrupt_traffic(r: Rig) -> None:
             await asyncio.sleep(0.02)
 
     async with EchoTraffic(r, "203.0.113.7") as traffic:
-        await until(lambda: len(traffic.answers) > 5)
+        await eventually(lambda: len(traffic.answers) > 5)
         watcher = asyncio.create_task(watch_link())
         started = time.monotonic()
         assert await asyncio.to_thread(first.terminate) == 0

@@ -26,8 +26,9 @@ import re
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from netns import Namespace, TestBed, call_in_netns
 from testbed.processes import Process
 from testbed.relay import NODE_API_PORT, ApiRelay
 
+import polling
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import NotFound
@@ -59,18 +61,8 @@ TIMINGS = {
 }
 
 
-async def until(cond: Callable[[], Any], timeout: float = 10.0, step: float = 0.02) -> Any:
-    """Poll `cond()` (sync or async) until truthy; return the value or raise TimeoutError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met within {timeout}s (last: {value!r})")
-        await asyncio.sleep(step)
+eventually = partial(polling.eventually, step=0.02)
+"""Checks here run `ip` in a namespace: poll a little less often."""
 
 
 _ADDR = re.compile(r"inet6? (\S+) .*?valid_lft (\S+)")
@@ -146,7 +138,7 @@ class Rig:
     async def wait_beating(self, timeout: float = 15.0) -> int:
         """Until the IpNode's heartbeat moves; returns the new value."""
         first = await self.heartbeat()
-        return int(await until(lambda: self._moved(first), timeout))
+        return int(await eventually(lambda: self._moved(first), timeout=timeout))
 
     async def _moved(self, first: int) -> int | None:
         now = await self.heartbeat()

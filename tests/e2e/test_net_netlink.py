@@ -21,6 +21,7 @@ from pyroute2 import AsyncIPRoute
 from eipctl.metrics import REGISTRY
 from eipctl.net.announce import announce
 from eipctl.net.errors import ForeignAddressError, LinkNotFoundError
+from eipctl.net.frames import mac_to_str
 from eipctl.net.link import ManagedAddress
 from eipctl.net.netlink import EIPCTL_ADDR_PROTO, NetlinkLinkBackend
 from eipctl.net.probe import probe
@@ -195,7 +196,7 @@ async def test_announcement_updates_stale_neighbour(
     a, b = bed
     b.ip(f"neigh replace {ip} lladdr {STALE_MAC} dev eb0 nud stale")
     await backend.add("ea0", ip, prefixlen, valid_lft=60)
-    want = ":".join(f"{x:02x}" for x in a.mac("ea0"))
+    want = mac_to_str(a.mac("ea0"))
     before = sample(family)
     async with AsyncIPRoute(netns=b.name, flags=0) as ipr_b:
         assert await neighbour_mac(ipr_b, "eb0", ip) == STALE_MAC

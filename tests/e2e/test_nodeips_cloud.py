@@ -36,7 +36,7 @@ from test_nodeips_support import (
 )
 
 from eipctl.cloud.aws import AwsProvider
-from eipctl.core.node_claims import TAINT_NOT_ATTACHED
+from eipctl.core.naming import TAINT_NOT_ATTACHED
 from eipctl.kube.client import EVENTS, IPCLAIMS, KubeApi, Obj
 
 POOL = pool("eips", "203.0.113.0/24", provider="aws")
@@ -141,8 +141,12 @@ async def test_aws_errors_become_conditions_and_events(
         assert await node_claims(api) == []
         del ec2_proxy.errors["AllocateAddress"]
         await api.create(NODES, cloud_node("closed", b))
-        claim = await eventually(lambda: _claim_with_condition(api, "NoPublicInterface"), 30)
-        await eventually(lambda: _event(api, claim["metadata"]["name"], "NoPublicInterface"), 30)
+        claim = await eventually(
+            lambda: _claim_with_condition(api, "NoPublicInterface"), timeout=30
+        )
+        await eventually(
+            lambda: _event(api, claim["metadata"]["name"], "NoPublicInterface"), timeout=30
+        )
         assert await node_ip(api, "closed") == ""
         del ec2_proxy.errors["AssociateAddress"]
         await eventually(lambda: _live(api, "closed"), timeout=30)

@@ -24,7 +24,7 @@ from test_nodeips_support import (
 )
 
 from eipctl.controller.node import NodeController, NodeSettings
-from eipctl.core.node_claims import TAINT_NOT_ATTACHED
+from eipctl.core.naming import TAINT_NOT_ATTACHED
 from eipctl.kube.client import KubeApi
 from eipctl.net.memory import MemoryLinkBackend, Segment
 

@@ -28,7 +28,7 @@ from test_nodeips_support import (
     update,
 )
 
-from eipctl.core.node_claims import TAINT_NOT_ATTACHED
+from eipctl.core.naming import TAINT_NOT_ATTACHED
 from eipctl.kube.client import KubeApi
 
 

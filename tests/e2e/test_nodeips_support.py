@@ -8,19 +8,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
 
+import polling
 from eipctl.cli.values import parse_bind_address
 from eipctl.cloud.provider import AddressProvider
-from eipctl.core.naming import LABEL_ORIGIN, ORIGIN_NODE
-from eipctl.core.node_claims import (
+from eipctl.core.naming import (
     ANNOTATION_SLOT,
     LABEL_AUTO_ASSIGN,
     LABEL_EXTERNAL_IP,
     LABEL_NODE_POOL,
+    LABEL_ORIGIN,
+    ORIGIN_NODE,
     TAINT_NOT_ATTACHED,
 )
 from eipctl.kube.client import (
@@ -191,16 +194,8 @@ async def update(api: KubeApi, ref: Any, name: str, fn: Callable[[Obj], None]) -
     raise AssertionError(f"could not update {name}")
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 15.0, step: float = 0.05) -> Any:
-    """Poll an async (or sync) check until it returns a truthy value; return that value."""
-    async with asyncio.timeout(timeout):
-        while True:
-            last = check()
-            if asyncio.iscoroutine(last):
-                last = await last
-            if last:
-                return last
-            await asyncio.sleep(step)
+eventually = partial(polling.eventually, timeout=15.0, step=0.05)
+"""API checks poll gently: every call is a request to the emulator."""
 
 
 async def node_claims(api: KubeApi) -> list[Obj]:

@@ -12,18 +12,18 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
 
-from eipctl.core.naming import claim_name_for
+from eipctl.core.naming import GROUP, claim_name_for
 from eipctl.kube.client import IPCLAIMS, connect
 from eipctl.kube.informer import Informer
 from eipctl.sandbox.apiserver import ApiServer
+from polling import eventually
 
-GROUP = "eipctl.io"
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
 
@@ -170,12 +170,6 @@ async def sched_bed(tmp_path: Path) -> AsyncIterator[Bed]:
         await srv.stop()
 
 
-async def eventually(check: Callable[[], bool], timeout: float, interval: float = 0.01) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(interval)
-
-
 async def test_scheduler_killed_while_placing_1000_claims_is_finished_by_the_next(
     sched_bed: Bed,
 ) -> None:
@@ -184,13 +178,13 @@ async def test_scheduler_killed_while_placing_1000_claims_is_finished_by_the_nex
     await bed.watch_placements()
     names = bed.add_claims(1000)
     await bed.start("first")
-    await eventually(lambda: bed.placed() >= 100, timeout=60, interval=0.005)
+    await eventually(lambda: bed.placed() >= 100, timeout=60, step=0.005)
     bed.kill("first")
     await bed.procs["first"].wait()
     at_kill = bed.placed()
     assert at_kill < 1000, "killed too late: nothing left to finish"
     await bed.start("second")
-    await eventually(lambda: bed.placed() == 1000, timeout=120, interval=0.1)
+    await eventually(lambda: bed.placed() == 1000, timeout=120, step=0.1)
     await eventually(lambda: all(bed.moves(n) == 1 for n in names), timeout=10)
     counts: dict[str, int] = {}
     for name in names:
@@ -207,7 +201,7 @@ async def test_only_the_leader_places_and_the_standby_fails_over_within_2s(
     names = bed.add_claims(300)
     await bed.start("replica-a")
     await bed.start("replica-b")
-    await eventually(lambda: bed.placed() == 300, timeout=60, interval=0.05)
+    await eventually(lambda: bed.placed() == 300, timeout=60, step=0.05)
     await eventually(lambda: all(bed.moves(n) == 1 for n in names), timeout=10)
     leader = bed.leader()
     assert leader in ("replica-a", "replica-b")

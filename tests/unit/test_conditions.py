@@ -6,7 +6,13 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from eipctl.core.conditions import Condition, conditions_from_list, find_condition, set_condition
+from eipctl.core.conditions import (
+    Condition,
+    conditions_from_list,
+    find_condition,
+    put_condition,
+    set_condition,
+)
 from eipctl.core.fields import ResourceError
 
 T0 = datetime(2026, 11, 30, 5, 0, 0, tzinfo=UTC)
@@ -38,6 +44,18 @@ def test_unchanged_condition_gives_equal_tuple_and_input_untouched() -> None:
     assert before[0].last_transition_time == T0
     assert find_condition(after, "Other") is before[1]
     assert find_condition(after, "Missing") is None
+
+
+def test_put_condition_writes_only_a_change_and_replaces_an_unreadable_list() -> None:
+    status: dict[str, object] = {"conditions": [ready("True", T0).to_dict()]}
+    kept = status["conditions"]
+    put_condition(status, ready("True", T1))
+    assert status["conditions"] is kept  # unchanged: the list is not even rewritten
+    put_condition(status, ready("False", T1, "Overlap"))
+    assert status["conditions"] == [ready("False", T1, "Overlap").to_dict()]
+    broken: dict[str, object] = {"conditions": "not a list"}
+    put_condition(broken, ready("True", T1))
+    assert broken["conditions"] == [ready("True", T1).to_dict()]
 
 
 def test_time_normalised_to_utc_seconds() -> None:

@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 from jsonschema import Draft4Validator, FormatChecker
 
 from eipctl.core.fields import ResourceError, check_ip, check_network
+from eipctl.core.naming import GROUP
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S_VERSION = "1.30.0"
-GROUP = "eipctl.io"
 
 
 def load_docs(path: Path) -> list[dict[str, Any]]:

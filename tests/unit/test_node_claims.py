@@ -9,10 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from eipctl.core.naming import LABEL_AUTO_ASSIGN, LABEL_EXTERNAL_IP, LABEL_NODE_POOL
 from eipctl.core.node_claims import (
-    LABEL_AUTO_ASSIGN,
-    LABEL_EXTERNAL_IP,
-    LABEL_NODE_POOL,
     NodeClaim,
     NodeEdit,
     NodeView,

@@ -263,6 +263,22 @@ def test_defaults_and_absent_envelope() -> None:
     assert claim.status.phase == "Pending" and claim.spec.node_name == ""
 
 
+def test_address_pool_honours_ranges_and_exclude() -> None:
+    spec = {
+        "cidr": "192.0.2.0/24",
+        "ranges": [["192.0.2.10", "192.0.2.12"]],
+        "exclude": ["192.0.2.11"],
+    }
+    pool = IpClaimPool.from_dict({"metadata": {"name": "p"}, "spec": spec}).address_pool()
+    assert pool.name == "p"
+    assert [pool.contains(ipaddress.ip_address(f"192.0.2.{i}")) for i in (9, 10, 11, 12)] == [
+        False,
+        True,
+        False,
+        True,
+    ]
+
+
 POOL = {
     "apiVersion": "eipctl.io/v1alpha1",
     "kind": "IpClaimPool",

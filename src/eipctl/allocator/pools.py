@@ -17,15 +17,9 @@ import structlog
 
 from eipctl.allocator import metrics
 from eipctl.allocator.state import Term
-from eipctl.allocator.views import (
-    FINALIZER,
-    claim_info,
-    is_deleting,
-    pool_status,
-    set_finalizer,
-)
+from eipctl.allocator.views import claim_info, is_deleting, pool_status, set_finalizer
 from eipctl.core.allocation_inputs import PoolInfo
-from eipctl.core.naming import API_VERSION
+from eipctl.core.naming import API_VERSION, POOL_FINALIZER
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, SERVICES, KubeApi, Obj
 from eipctl.kube.errors import Conflict, NotFound
 from eipctl.kube.workqueue import DONE, Result, requeue_after
@@ -68,7 +62,7 @@ class PoolReconciler:
         if info.deleting:
             return await self._deleting(name, obj, owned)
         finalizers = (obj.get("metadata") or {}).get("finalizers") or []
-        if FINALIZER not in finalizers:
+        if POOL_FINALIZER not in finalizers:
             await term.writer.update(IPCLAIMPOOLS, name, set_finalizer(True))
         allocated, free = term.book.counts(name)
         if info.pool is not None:

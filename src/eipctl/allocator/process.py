@@ -32,40 +32,18 @@ from eipctl.kube.client import (
     connect,
 )
 from eipctl.kube.events import EventRecorder
-from eipctl.kube.informer import Informer
-from eipctl.kube.leader import LeaderElectionConfig, LeaderElector
+from eipctl.kube.informer import ChangeFunc, Informer
+from eipctl.kube.leader import LeaderElector
 from eipctl.kube.workqueue import DONE, Result, WorkQueue, run_workers
 from eipctl.kube.writer import SerializedWriter
 
 log = structlog.get_logger(__name__)
 
 LEASE_NAME = "eipctl-allocator"
-COMPONENT = "eipctl-allocator"
+EVENT_SOURCE = "eipctl-allocator"
+"""`source.component` of the Events this process posts."""
 RESYNC_INTERVAL = 300.0
 """Seconds between full passes over every object: insurance against a missed event."""
-
-
-class _Route:
-    """Informer handler that forwards to the current term's method (or drops, on standby)."""
-
-    def __init__(self, allocator: Allocator, method: str) -> None:
-        self.allocator = allocator
-        self.method = method
-
-    def _call(self, old: Obj | None, new: Obj | None) -> None:
-        term = self.allocator.term
-        if term is not None:
-            fn: Callable[[Obj | None, Obj | None], None] = getattr(term, self.method)
-            fn(old, new)
-
-    def on_add(self, obj: Obj) -> None:
-        self._call(None, obj)
-
-    def on_update(self, old: Obj, new: Obj) -> None:
-        self._call(old, new)
-
-    def on_delete(self, obj: Obj) -> None:
-        self._call(obj, None)
 
 
 class Allocator:
@@ -82,12 +60,21 @@ class Allocator:
         )
         self.term: Term | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self.events = EventRecorder(api, COMPONENT, host=settings.identity)
-        self.caches.services.add_handler(_Route(self, "on_service"))
-        self.caches.claims.add_handler(_Route(self, "on_claim"))
-        self.caches.pools.add_handler(_Route(self, "on_pool"))
-        self.caches.namespaces.add_handler(_Route(self, "on_namespace"))
+        self.events = EventRecorder(api, EVENT_SOURCE, host=settings.identity)
+        self.caches.services.add_change_handler(self._to_term(lambda t: t.on_service))
+        self.caches.claims.add_change_handler(self._to_term(lambda t: t.on_claim))
+        self.caches.pools.add_change_handler(self._to_term(lambda t: t.on_pool))
+        self.caches.namespaces.add_change_handler(self._to_term(lambda t: t.on_namespace))
         metrics.LEADER.labels(metrics.COMPONENT).set(0)
+
+    def _to_term(self, method: Callable[[Term], ChangeFunc]) -> ChangeFunc:
+        """An informer callback forwarded to the current term (dropped while standing by)."""
+
+        def forward(old: Obj | None, new: Obj | None) -> None:
+            if self.term is not None:
+                method(self.term)(old, new)
+
+        return forward
 
     @property
     def synced(self) -> bool:
@@ -182,17 +169,7 @@ async def _contend(allocator: Allocator, settings: AllocatorSettings) -> None:
     if not settings.leader_elect:
         await allocator.lead()
         return
-    elector = LeaderElector(
-        allocator.api,
-        LeaderElectionConfig(
-            lease_name=LEASE_NAME,
-            namespace=settings.lease_namespace,
-            identity=settings.identity,
-            lease_duration=settings.lease_duration,
-            renew_deadline=settings.renew_deadline,
-            retry_period=settings.retry_period,
-        ),
-    )
+    elector = LeaderElector(allocator.api, settings.election(LEASE_NAME))
     await allocator.wait_synced()
     await elector.run(allocator.lead)
 

@@ -26,8 +26,9 @@ from eipctl.allocator.views import (
 )
 from eipctl.core.allocation import AllocationBook
 from eipctl.core.allocation_inputs import PoolInfo
+from eipctl.core.fields import labels_of, name_of
 from eipctl.core.naming import ANNOTATION_ALLOCATED_IPS, ANNOTATION_EXTERNAL_IP, LABEL_POOL
-from eipctl.kube.client import Obj
+from eipctl.kube.client import Obj, object_key
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import Informer
 from eipctl.kube.workqueue import WorkQueue
@@ -51,8 +52,7 @@ class Caches:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         obj = self.namespaces.get(namespace)
-        labels: Mapping[str, str] = ((obj or {}).get("metadata") or {}).get("labels") or {}
-        return labels
+        return labels_of(obj or {})
 
 
 def interesting(obj: Mapping[str, Any]) -> bool:
@@ -88,7 +88,7 @@ class Term:
                 self.book.claim_seen(info)
         for obj in self.caches.services.objects():
             if not is_deleting(obj) and interesting(obj):
-                key = _key(obj)
+                key = object_key(obj)
                 self.book.reserve_recorded(key, recorded_ips(obj))
                 self.first_seen.setdefault(key, time.monotonic())
         self.resync()
@@ -103,14 +103,14 @@ class Term:
         """Queue every Service, claim and pool (level-based: a no-op for what is right)."""
         self.resync_services()
         for obj in self.caches.claims.objects():
-            self.queue.add(f"claim:{_name(obj)}")
+            self.queue.add(f"claim:{name_of(obj)}")
         for pool in self.book.pools():
             self.queue.add(f"pool:{pool.name}")
 
     def resync_services(self) -> None:
         for obj in self.caches.services.objects():
             if interesting(obj):
-                self.queue.add(f"svc:{_key(obj)}")
+                self.queue.add(f"svc:{object_key(obj)}")
 
     def refresh_pools(self) -> list[str]:
         """Re-read every pool into the book; returns names whose view changed."""
@@ -126,7 +126,7 @@ class Term:
     def on_service(self, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
         assert obj is not None
-        key = _key(obj)
+        key = object_key(obj)
         touched = any(o is not None and interesting(o) for o in (old, new))
         if touched or self.book.held_by(key):
             if new is not None and interesting(new):
@@ -150,22 +150,22 @@ class Term:
                 for service in info.services:
                     self.queue.add(f"svc:{service}")
                 self.queue.add_after(f"pool:{info.pool}", POOL_STATUS_DELAY)
-        self.queue.add(f"claim:{_name(obj)}")
+        self.queue.add(f"claim:{name_of(obj)}")
 
     def on_pool(self, _old: Obj | None, new: Obj | None) -> None:
         self.queue.add("pools")
         if new is not None:
-            self.queue.add(f"pool:{_name(new)}")
+            self.queue.add(f"pool:{name_of(new)}")
 
     def on_namespace(self, old: Obj | None, new: Obj | None) -> None:
         labels_old = ((old or {}).get("metadata") or {}).get("labels")
         labels_new = ((new or {}).get("metadata") or {}).get("labels")
         if labels_old == labels_new:
             return
-        namespace = _name(new or old or {})
+        namespace = name_of(new or old or {})
         for obj in self.caches.services.objects():
             if (obj.get("metadata") or {}).get("namespace") == namespace and interesting(obj):
-                self.queue.add(f"svc:{_key(obj)}")
+                self.queue.add(f"svc:{object_key(obj)}")
 
     def wake_waiting(self) -> None:
         for key in self.waiting:
@@ -181,16 +181,5 @@ class Term:
 
     def claims_in_pool(self, pool: str) -> list[Obj]:
         return [
-            obj
-            for obj in self.caches.claims.objects()
-            if ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_POOL) == pool
+            obj for obj in self.caches.claims.objects() if labels_of(obj).get(LABEL_POOL) == pool
         ]
-
-
-def _key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))

@@ -7,13 +7,17 @@ to the freshest copy of a Service or IpClaim (so a stale cache never undoes anyo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from eipctl.core.allocation_inputs import ClaimInfo, PoolInfo, ServiceInfo
-from eipctl.core.conditions import READY, Condition, conditions_from_list, set_condition
-from eipctl.core.fields import ResourceError
+from eipctl.core.conditions import (
+    READY,
+    Condition,
+    put_condition,
+)
+from eipctl.core.fields import Mutation, Obj, ResourceError, meta_of, name_of
 from eipctl.core.naming import (
     ANNOTATION_ALLOCATED_IPS,
     ANNOTATION_CLAIM_SHARING_KEY,
@@ -22,25 +26,16 @@ from eipctl.core.naming import (
     LABEL_ORIGIN,
     LABEL_POOL,
     ORIGIN_ALLOCATOR,
+    POOL_FINALIZER,
     claim_name_for,
     parse_ip,
 )
 from eipctl.core.pool import IPAddress, Pool, PoolError, find_overlaps
 from eipctl.core.resources import MAX_COUNT, IpClaimPool
 
-Obj = dict[str, Any]
-Mutation = Callable[[Obj], Obj | None]
-
-FINALIZER: Final = "eipctl.io/pool-protection"
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta: Mapping[str, Any] = obj.get("metadata") or {}
-    return meta
-
 
 def is_deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(_meta(obj).get("deletionTimestamp"))
+    return bool(meta_of(obj).get("deletionTimestamp"))
 
 
 def _parse_ips(text: str) -> tuple[IPAddress, ...]:
@@ -55,11 +50,11 @@ def _parse_ips(text: str) -> tuple[IPAddress, ...]:
 
 def recorded_ips(obj: Mapping[str, Any]) -> tuple[IPAddress, ...]:
     """The IPs a Service's allocated-ips annotation records as the allocator's."""
-    return _parse_ips((_meta(obj).get("annotations") or {}).get(ANNOTATION_ALLOCATED_IPS, ""))
+    return _parse_ips((meta_of(obj).get("annotations") or {}).get(ANNOTATION_ALLOCATED_IPS, ""))
 
 
 def service_info(obj: Mapping[str, Any]) -> ServiceInfo:
-    meta = _meta(obj)
+    meta = meta_of(obj)
     spec = obj.get("spec") or {}
     families = tuple(
         {"IPv4": 4, "IPv6": 6}[f] for f in spec.get("ipFamilies") or () if f in ("IPv4", "IPv6")
@@ -76,7 +71,7 @@ def service_info(obj: Mapping[str, Any]) -> ServiceInfo:
 
 def claim_info(obj: Mapping[str, Any]) -> ClaimInfo | None:
     """None for an object that is not a usable claim (no parsable spec.ip)."""
-    meta = _meta(obj)
+    meta = meta_of(obj)
     spec = obj.get("spec") or {}
     try:
         ip = parse_ip(str(spec.get("ip", "")))
@@ -99,19 +94,17 @@ def pool_infos(objs: Iterable[Mapping[str, Any]]) -> list[PoolInfo]:
     breaks one that works. Cloud pools (`spec.provider`) are `eipctl nodeips`'s alone: their
     addresses come from the provider, so they are left out here entirely.
     """
-    ordered = sorted(
-        objs, key=lambda o: (str(_meta(o).get("creationTimestamp", "")), _meta(o).get("name", ""))
-    )
+    ordered = sorted(objs, key=lambda o: (str(meta_of(o).get("creationTimestamp", "")), name_of(o)))
     accepted: list[Pool] = []
     infos: list[PoolInfo] = []
     for obj in ordered:
-        name = str(_meta(obj).get("name", ""))
+        name = name_of(obj)
         if (obj.get("spec") or {}).get("provider"):
             continue
         try:
             typed = IpClaimPool.from_dict(obj)
             spec = typed.spec
-            pool = Pool.parse(name, spec.cidr, spec.ranges, spec.exclude)
+            pool = typed.address_pool()
         except (ResourceError, PoolError) as exc:
             infos.append(
                 PoolInfo(name=name, pool=None, deleting=is_deleting(obj), problem=str(exc))
@@ -161,9 +154,9 @@ def join_claim(service: str, key: str) -> Mutation:
     def mutate(obj: Obj) -> None:
         info = claim_info(obj)
         if info is None or not info.owned or not key or info.sharing_key != key:
-            raise Refused(f"claim {_meta(obj).get('name')} is not shared with key {key!r}")
+            raise Refused(f"claim {name_of(obj)} is not shared with key {key!r}")
         if not info.services and not is_deleting(obj):
-            raise Refused(f"claim {_meta(obj).get('name')} is being released")
+            raise Refused(f"claim {name_of(obj)} is being released")
         spec = obj.setdefault("spec", {})
         spec["services"] = sorted({*spec.get("services", ()), service})
 
@@ -234,14 +227,7 @@ def condition_mutation(condition: Condition) -> Mutation:
     """Set one status condition (lastTransitionTime kept when the status did not change)."""
 
     def mutate(obj: Obj) -> None:
-        status = obj.setdefault("status", {})
-        try:
-            current = conditions_from_list(status.get("conditions"), "status.conditions")
-        except ResourceError:
-            current = ()
-        updated = set_condition(current, condition)
-        if updated != current:
-            status["conditions"] = [c.to_dict() for c in updated]
+        put_condition(obj.setdefault("status", {}), condition)
 
     return mutate
 
@@ -289,9 +275,9 @@ def pool_status(info: PoolInfo, allocated: int, free: int, generation: int | Non
 def set_finalizer(present: bool) -> Mutation:
     def mutate(obj: Obj) -> None:
         meta = obj.setdefault("metadata", {})
-        finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]
+        finalizers = [f for f in meta.get("finalizers") or () if f != POOL_FINALIZER]
         if present:
-            finalizers.append(FINALIZER)
+            finalizers.append(POOL_FINALIZER)
         if finalizers != list(meta.get("finalizers") or ()):
             meta["finalizers"] = finalizers
 

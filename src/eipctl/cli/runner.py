@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 import structlog
 
@@ -19,12 +18,6 @@ from eipctl.health import Health
 from eipctl.logsetup import configure_logging
 
 log = structlog.get_logger(__name__)
-
-
-class ProcessMain(Protocol):
-    def __call__(
-        self, settings: CommonSettings, *, health: Health, stop: asyncio.Event
-    ) -> Awaitable[None]: ...
 
 
 def run_process(

@@ -21,9 +21,9 @@ from typing import Any, Protocol
 import structlog
 
 from eipctl.core.addresses import Fence, FenceTransition
+from eipctl.core.fields import Mutation, labels_of
 from eipctl.kube.client import IPNODES, NODES, Obj, ResourceRef, Subresource
 from eipctl.kube.errors import AlreadyExists, Forbidden, NotFound
-from eipctl.kube.writer import Mutation
 
 from .metrics import FENCE_TRANSITIONS, FENCED, HEARTBEAT_AGE, HEARTBEATS
 
@@ -68,7 +68,7 @@ async def node_labels(api: NodeApi, node: str) -> dict[str, str] | None:
     except (NotFound, Forbidden) as exc:
         log.info("node.labels.unavailable", node=node, error=type(exc).__name__)
         return None
-    return dict((obj.get("metadata") or {}).get("labels") or {})
+    return dict(labels_of(obj))
 
 
 def _ipnode_mutation(link: str, labels: Mapping[str, str] | None) -> Mutation:
@@ -99,7 +99,7 @@ async def register(api: NodeApi, writer: NodeWriter, node: str, link: str) -> in
         except AlreadyExists:
             current = await api.get(IPNODES, node)
     have_link = (current.get("spec") or {}).get("link")
-    have_labels = (current.get("metadata") or {}).get("labels") or {}
+    have_labels = labels_of(current)
     if have_link != link or (labels is not None and have_labels != labels):
         current = await writer.update(IPNODES, node, _ipnode_mutation(link, labels))
         log.info("ipnode.updated", node=node, link=link, labels=len(labels or {}))

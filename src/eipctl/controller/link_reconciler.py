@@ -5,11 +5,12 @@ links), asks `core.addresses.plan` what differs and does it; there are no separa
 create/update/delete paths, so a missed event, a restart or a hand-made change heals on the
 next pass. Order inside a pass:
 
-1. remove managed addresses no longer placed here (or all of them while fenced);
+1. remove managed addresses no longer placed here (or all of them while fenced), except
+   those still waiting for their new node to bind them (`handover`);
 2. renew the lifetime of addresses already on the link (no probe, no announcement: a
    restart never touches a working address);
 3. add the missing ones concurrently: probe, apply the take-over rule, add, announce in the
-   background, then report Bound;
+   background (`announcements`), then report Bound;
 4. remove what was replaced by an add on another link (a claim that changed links);
 5. report conflicts and the IpNode's real addresses.
 
@@ -19,7 +20,6 @@ Adds and renewals happen only while `Fence.may_hold()`; a fenced pass only remov
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -39,15 +39,18 @@ from eipctl.core.addresses import (
     Liveness,
     PlacedClaim,
     conflict_decision,
+    ip_sort_key,
     links_to_inspect,
     plan,
 )
-from eipctl.core.naming import claim_name_for
 from eipctl.core.resources import IpClaim
 from eipctl.kube.client import Obj
 from eipctl.net.errors import ForeignAddressError, NetError
+from eipctl.net.frames import mac_to_str
 from eipctl.net.link import Announcer, IPAddress, LinkBackend, Prober
 
+from .announcements import Announcements
+from .handover import ClaimLookup, Handover
 from .metrics import (
     ADDRESS_CHANGES,
     CLAIM_CONFLICTS,
@@ -65,9 +68,6 @@ HolderHeartbeat = Callable[[str], Awaitable[int | None]]
 
 MacOwner = Callable[[str], Awaitable[str | None]]
 """The eipctl node whose IpNode publishes this MAC (aa:bb:..), or None."""
-
-ClaimLookup = Callable[[str], Awaitable[Obj | None]]
-"""A fresh read of one claim by name (None if it does not exist)."""
 
 HANDOVER_RECHECK = 0.2
 """How soon to look again at an address held for a hand-over (seconds)."""
@@ -95,10 +95,6 @@ class ReconcilerSettings:
         return max(1, math.ceil(self.address_lifetime))
 
 
-def _mac(mac: bytes) -> str:
-    return ":".join(f"{b:02x}" for b in mac)
-
-
 class LinkReconciler:
     def __init__(
         self,
@@ -120,16 +116,14 @@ class LinkReconciler:
         self._claims = claims
         self._fence = fence
         self._status = status
-        self._announcer = announcer
+        self._announcements = Announcements(announcer)
         self._prober = prober
         self._holder_heartbeat = holder_heartbeat
         self._mac_owner = mac_owner
-        self._claim_lookup = claim_lookup
-        self._handing_over_since: dict[Address, float] = {}
+        self._handover = Handover(settings.node, claim_lookup, settings.address_lifetime)
         self._macs: dict[str, str] = {}  # link -> its MAC, published on the IpNode
         self._holders = holders or HolderLiveness(fence.node_timeout, time.monotonic)
         self._links_used: set[str] = set()
-        self._announcing: dict[tuple[str, IPAddress], asyncio.Task[None]] = {}
         self._missing_links_reported: set[str] = set()
         self._waiting: dict[str, str] = {}  # claim -> conflict message, while it waits
         self._retry: float | None = None
@@ -165,7 +159,8 @@ class LinkReconciler:
         for addr in actions.remove:
             if addr.ip in adding:
                 continue
-            if not fenced and await self._handing_over(addr):
+            if not fenced and await self._handover.waiting(addr):
+                self._retry_in(HANDOVER_RECHECK)
                 continue
             await self._remove(addr, reason)
         if may_hold:
@@ -180,39 +175,6 @@ class LinkReconciler:
         await self._report_addresses(observed.keys())
         PASS_SECONDS.observe(time.monotonic() - started)
         return self._retry
-
-    async def _handing_over(self, addr: Address) -> bool:
-        """Make before break: an address whose claim moved to another node stays until that
-        node reports it Bound, so a move (or this controller's restart) never leaves a gap in
-        which nobody answers. It is no longer renewed, and it is held for at most one
-        --address-lifetime, so a new holder that never binds cannot keep it here for long;
-        fencing and releases never wait for this.
-        """
-        if self._claim_lookup is None:
-            return False
-        now = time.monotonic()
-        since = self._handing_over_since.setdefault(addr, now)
-        if now - since >= self.settings.address_lifetime:
-            self._handing_over_since.pop(addr, None)
-            return False
-        try:
-            obj = await self._claim_lookup(claim_name_for(addr.ip))
-        except Exception as exc:  # cannot tell: do not hold on a guess
-            log.info("handover.lookup.failed", address=str(addr), error=repr(exc))
-            return False
-        new_node = str(((obj or {}).get("spec") or {}).get("nodeName") or "")
-        status = (obj or {}).get("status") or {}
-        if (
-            obj is None  # the claim is gone: the IP is released
-            or not new_node
-            or new_node == self.node
-            or (status.get("phase") == "Bound" and status.get("boundNode") == new_node)
-        ):
-            self._handing_over_since.pop(addr, None)
-            return False
-        log.info("address.handover.waiting", address=str(addr), new_node=new_node)
-        self._retry_in(HANDOVER_RECHECK)
-        return True
 
     async def release_all(self) -> None:
         """Remove every managed address on the links this process knows (SIGTERM with
@@ -239,10 +201,7 @@ class LinkReconciler:
         return extended
 
     async def close(self) -> None:
-        tasks = list(self._announcing.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._announcements.close()
 
     # -- observing -----------------------------------------------------------------------
     async def _observe(self, links: Iterable[str]) -> dict[str, LinkView]:
@@ -264,7 +223,7 @@ class LinkReconciler:
 
     # -- actions -------------------------------------------------------------------------
     async def _remove(self, addr: Address, reason: str) -> None:
-        self._stop_announcing(addr.link, addr.ip)
+        self._announcements.stop(addr.link, addr.ip)
         try:
             removed = await self._backend.remove(addr.link, addr.ip, addr.prefixlen)
         except ForeignAddressError as exc:
@@ -277,18 +236,22 @@ class LinkReconciler:
             ADDRESS_CHANGES.labels("remove").inc()
             log.info("address.removed", address=str(addr), reason=reason, node=self.node)
 
-    async def _renew(self, placed: PlacedClaim, claim: IpClaim) -> None:
-        addr = placed.address
+    async def _put(self, addr: Address, claim: IpClaim, op: str) -> bool:
+        """Add `addr` or renew its lifetime; False (reported) if the link refused it."""
         try:
             await self._backend.add(addr.link, addr.ip, addr.prefixlen, self.settings.valid_lft)
         except ForeignAddressError as exc:
             self._conflict(claim, "AdminAddress", str(exc))
-            return
+            return False
         except NetError as exc:
-            self._failed("renew", exc, claim=claim.name, address=str(addr))
-            return
+            self._failed(op, exc, claim=claim.name, address=str(addr))
+            return False
         self._links_used.add(addr.link)
-        self._status.bound(claim)
+        return True
+
+    async def _renew(self, placed: PlacedClaim, claim: IpClaim) -> None:
+        if await self._put(placed.address, claim, "renew"):
+            self._status.bound(claim)
 
     async def _add(self, placed: PlacedClaim, claim: IpClaim) -> None:
         addr = placed.address
@@ -298,18 +261,11 @@ class LinkReconciler:
         if not self._fence.may_hold():  # the probe took time; the heartbeat may have failed
             log.info("address.add.skipped", claim=claim.name, reason="heartbeat-stale")
             return
-        try:
-            await self._backend.add(addr.link, addr.ip, addr.prefixlen, self.settings.valid_lft)
-        except ForeignAddressError as exc:
-            self._conflict(claim, "AdminAddress", str(exc))
+        if not await self._put(addr, claim, "add"):
             return
-        except NetError as exc:
-            self._failed("add", exc, claim=claim.name, address=str(addr))
-            return
-        self._links_used.add(addr.link)
         ADDRESS_CHANGES.labels("add").inc()
         log.info("address.added", claim=claim.name, address=str(addr), decision=decision.value)
-        self._start_announcing(addr.link, addr.ip, claim.name)
+        self._announcements.start(addr.link, addr.ip, claim.name)
         self._status.bound(claim)
 
     async def _decide(self, placed: PlacedClaim, claim: IpClaim) -> ConflictDecision:
@@ -341,7 +297,7 @@ class LinkReconciler:
                 "address.takeover",
                 claim=claim.name,
                 address=str(addr),
-                mac=_mac(mac or b""),
+                mac=mac_to_str(mac or b""),
                 previous_holder=holder,
                 answered_by=answered_by,
             )
@@ -351,7 +307,7 @@ class LinkReconciler:
                 if liveness is Liveness.LIVE
                 else ("no previous holder is known")
             )
-            message = f"{_mac(mac or b'')} already answers for {addr.ip}; {who}"
+            message = f"{mac_to_str(mac or b'')} already answers for {addr.ip}; {who}"
             # one warning per new situation; the retries that find it unchanged are debug
             level = log.debug if self._waiting.get(claim.name) == message else log.warning
             self._waiting[claim.name] = message
@@ -359,7 +315,7 @@ class LinkReconciler:
                 "address.conflict",
                 claim=claim.name,
                 address=str(addr),
-                mac=_mac(mac or b""),
+                mac=mac_to_str(mac or b""),
                 previous_holder=holder,
                 holder_liveness=liveness.value if liveness else None,
             )
@@ -372,9 +328,9 @@ class LinkReconciler:
         if self._mac_owner is None:
             return None
         try:
-            return await self._mac_owner(_mac(mac))
+            return await self._mac_owner(mac_to_str(mac))
         except Exception as exc:  # unknown: fall back to the heartbeat rule
-            log.info("mac.lookup.failed", mac=_mac(mac), error=repr(exc))
+            log.info("mac.lookup.failed", mac=mac_to_str(mac), error=repr(exc))
             return None
 
     async def _holder_liveness(self, holder: str) -> Liveness | None:
@@ -386,29 +342,6 @@ class LinkReconciler:
             log.info("holder.lookup.failed", holder=holder, error=repr(exc))
             return None
         return self._holders.observe(holder, heartbeat)
-
-    # -- announcements -------------------------------------------------------------------
-    def _start_announcing(self, link: str, ip: IPAddress, claim: str) -> None:
-        self._stop_announcing(link, ip)
-        task = asyncio.create_task(self._announce(link, ip, claim), name=f"announce-{ip}")
-        self._announcing[(link, ip)] = task
-        task.add_done_callback(lambda t: self._forget_announcement((link, ip), t))
-
-    def _forget_announcement(self, key: tuple[str, IPAddress], task: asyncio.Task[None]) -> None:
-        if self._announcing.get(key) is task:
-            del self._announcing[key]
-
-    def _stop_announcing(self, link: str, ip: IPAddress) -> None:
-        task = self._announcing.pop((link, ip), None)
-        if task is not None:
-            task.cancel()
-
-    async def _announce(self, link: str, ip: IPAddress, claim: str) -> None:
-        try:
-            await self._announcer(link, ip)
-        except NetError as exc:
-            NET_ERRORS.labels("announce").inc()
-            log.warning("address.announce.failed", claim=claim, ip=str(ip), error=str(exc))
 
     # -- reporting -----------------------------------------------------------------------
     def _conflict(self, claim: IpClaim, reason: str, message: str) -> None:
@@ -432,18 +365,19 @@ class LinkReconciler:
             self._retry_in(self.settings.error_retry)
 
     async def _report_addresses(self, links: Iterable[str]) -> None:
-        held: set[tuple[int, int, int]] = set()
+        held: set[tuple[IPAddress, int]] = set()
         for link in links:
             try:
                 managed = await self._backend.list_managed(link)
                 if link not in self._macs:
-                    self._macs[link] = _mac(await self._backend.link_mac(link))
+                    self._macs[link] = mac_to_str(await self._backend.link_mac(link))
             except NetError as exc:
                 self._failed("list", exc, link=link)
                 return
-            held.update((a.ip.version, int(a.ip), a.prefixlen) for a in managed)
+            held.update((a.ip, a.prefixlen) for a in managed)
         MANAGED_ADDRESSES.set(len(held))
-        texts = [_text(version, value, prefixlen) for version, value, prefixlen in sorted(held)]
+        ordered = sorted(held, key=lambda a: (ip_sort_key(a[0]), a[1]))
+        texts = [f"{ip}/{prefixlen}" for ip, prefixlen in ordered]
         if not self._fence.fenced:
             self._status.node_addresses(texts, sorted(set(self._macs.values())))
 
@@ -454,8 +388,3 @@ class LinkReconciler:
 
     def _retry_in(self, seconds: float) -> None:
         self._retry = seconds if self._retry is None else min(self._retry, seconds)
-
-
-def _text(version: int, value: int, prefixlen: int) -> str:
-    ip: IPAddress = ipaddress.IPv4Address(value) if version == 4 else ipaddress.IPv6Address(value)
-    return f"{ip}/{prefixlen}"

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from eipctl.core.addresses import Fence, FenceTransition, HolderLiveness
+from eipctl.core.fields import name_of
 from eipctl.core.naming import LABEL_NODE, is_label_value
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import ApiError, NotFound
@@ -162,7 +163,7 @@ class NodeController:
         self.claims.start()
         self._spawn(self.heartbeat.watchdog(), "fence-watchdog")
         self._spawn(self._reconcile_loop(), "reconcile")
-        self._spawn(self._register_then_beat(stop), "heartbeat")
+        self._spawn(self._register_then_beat(), "heartbeat")
         self._spawn(self._resync_loop(), "resync")
         try:
             await stop.wait()
@@ -244,7 +245,7 @@ class NodeController:
         self.status.forget_addresses()
         return counter
 
-    async def _register_then_beat(self, stop: asyncio.Event) -> None:
+    async def _register_then_beat(self) -> None:
         delay = 0.1
         while True:
             try:
@@ -288,9 +289,9 @@ class NodeController:
         async with asyncio.timeout(self.settings.node_timeout):
             nodes = await self._api.list(IPNODES)
         for obj in nodes.items:
-            name = (obj.get("metadata") or {}).get("name")
+            name = name_of(obj)
             if name != self.settings.node and mac in ((obj.get("status") or {}).get("macs") or []):
-                return str(name)
+                return name
         return None
 
     async def _holder_heartbeat(self, node: str) -> int | None:

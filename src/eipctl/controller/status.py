@@ -24,12 +24,12 @@ import structlog
 
 from eipctl.core.addresses import Address, PlacedClaim
 from eipctl.core.conditions import Condition, conditions_from_list, find_condition, set_condition
+from eipctl.core.fields import Mutation, name_of
 from eipctl.core.naming import parse_node_claim_name
 from eipctl.core.resources import IpClaim, ResourceError
 from eipctl.kube.client import IPCLAIMS, IPNODES, Obj, ResourceRef
 from eipctl.kube.errors import NotFound
 from eipctl.kube.events import EventType
-from eipctl.kube.writer import Mutation
 
 log = structlog.get_logger(__name__)
 
@@ -79,8 +79,7 @@ def placed_claims(
         try:
             claim = IpClaim.from_dict(obj)
         except (ResourceError, ValueError) as exc:
-            name = (obj.get("metadata") or {}).get("name")
-            log.warning("claim.unparsable", claim=name, error=str(exc))
+            log.warning("claim.unparsable", claim=name_of(obj), error=str(exc))
             continue
         if claim.spec.node_name != node:
             continue

@@ -115,3 +115,17 @@ def set_condition(conditions: Sequence[Condition], new: Condition) -> tuple[Cond
     if old.status == new.status:
         new = replace(new, last_transition_time=old.last_transition_time)
     return tuple(new if c.type == new.type else c for c in conditions)
+
+
+def put_condition(status: dict[str, Any], new: Condition) -> None:
+    """`set_condition` on a status dict's ``conditions``, written only if it changed.
+
+    An unreadable list (a hand edit the schema missed) is replaced, not kept.
+    """
+    try:
+        current = conditions_from_list(status.get("conditions"), "status.conditions")
+    except ResourceError:
+        current = ()
+    updated = set_condition(current, new)
+    if updated != current:
+        status["conditions"] = [c.to_dict() for c in updated]

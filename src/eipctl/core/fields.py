@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+Obj = dict[str, Any]
+"""A Kubernetes object as the API sends and takes it (decoded JSON)."""
+
+Mutation = Callable[[Obj], Obj | None]
+"""Change the object in place (return None) or return the new object. Must be pure:
+it may run more than once on different copies, only one of which gets written."""
 
 
 class ResourceError(ValueError):
@@ -162,3 +169,21 @@ def normalize_time(value: datetime) -> datetime:
 
 def format_time(value: datetime) -> str:
     return normalize_time(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- lenient reads, for objects the API (or a cache) has already accepted -------------------
+def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``metadata``, or an empty mapping when absent."""
+    meta: Mapping[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.name``, or "" when absent."""
+    return str(meta_of(obj).get("name") or "")
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """``metadata.labels``, or an empty mapping when absent."""
+    labels: Mapping[str, str] = meta_of(obj).get("labels") or {}
+    return labels

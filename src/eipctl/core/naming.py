@@ -51,7 +51,7 @@ ORIGIN_NODE: Final = "node"
 LABEL_PLACEMENT: Final = "eipctl.io/placement"
 """On an IpClaim: ``all`` when placement policy ``all`` marked it for every eligible node."""
 PLACEMENT_ALL: Final = "all"
-"""`LABEL_ORIGIN` of claims the scheduler made for hand-set ``spec.externalIPs``."""
+"""`LABEL_PLACEMENT` of a claim that every eligible node holds (placement policy ``all``)."""
 ANNOTATION_CLAIM_SHARING_KEY: Final = "eipctl.io/sharing-key"
 """On an IpClaim: the sharing key its Services share (absent = not shareable)."""
 CONDITION_IN_POOL: Final = "InPool"
@@ -68,6 +68,24 @@ AUTO: Final = "auto"
 ANNOTATION_ALLOCATED_IPS: Final = "eipctl.io/allocated-ips"
 """On a Service: the ``spec.externalIPs`` entries the allocator put there (comma list), so
 hand-set entries are never taken for the allocator's."""
+POOL_FINALIZER: Final = "eipctl.io/pool-protection"
+"""On an IpClaimPool: kept by the allocator while claims still hold addresses of the pool."""
+
+# Node IPs (``eipctl nodeips``)
+LABEL_AUTO_ASSIGN: Final = "eipctl.io/external-ip-auto-assign"
+"""On a Node: ``true`` asks for an IP of its own."""
+LABEL_NODE_POOL: Final = "eipctl.io/external-ip-pool"
+"""On a Node: the IpClaimPool its IP comes from (default: ``--default-node-pool``)."""
+LABEL_EXTERNAL_IP: Final = "eipctl.io/external-ip"
+"""On a Node: its IP, once live. On a Pod: the IP it wants (pins it; ranks reuse)."""
+TAINT_NOT_ATTACHED: Final = "eipctl.io/external-ip-not-attached"
+"""Startup taint (NoSchedule) removed once the Node's IP is live."""
+ANNOTATION_SLOT: Final = "eipctl.io/external-ip-claim"
+"""On a Node: name of the IpClaim that is its IP (the per-node reservation)."""
+LABEL_PROVIDER: Final = "eipctl.io/provider"
+"""On a node claim of a cloud pool: the provider holding the address (``aws``)."""
+ANNOTATION_ALLOCATION_ID: Final = "eipctl.io/allocation-id"
+"""On a cloud node claim: the provider's id of the address (EC2 ``eipalloc-...``)."""
 
 MAX_NAME_LENGTH: Final = 253
 DNS1123_SUBDOMAIN: Final = re.compile(

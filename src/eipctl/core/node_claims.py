@@ -20,23 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from eipctl.core.naming import IPAddress
+from eipctl.core.naming import LABEL_AUTO_ASSIGN, LABEL_EXTERNAL_IP, LABEL_NODE_POOL, IPAddress
 from eipctl.core.pool import Pool, PoolAllocator
-
-LABEL_AUTO_ASSIGN: Final = "eipctl.io/external-ip-auto-assign"
-"""On a Node: ``true`` asks for an IP of its own."""
-LABEL_NODE_POOL: Final = "eipctl.io/external-ip-pool"
-"""On a Node: the IpClaimPool its IP comes from (default: ``--default-node-pool``)."""
-LABEL_EXTERNAL_IP: Final = "eipctl.io/external-ip"
-"""On a Node: its IP, once live. On a Pod: the IP it wants (pins it; ranks reuse)."""
-TAINT_NOT_ATTACHED: Final = "eipctl.io/external-ip-not-attached"
-"""Startup taint (NoSchedule) removed once the Node's IP is live."""
-ANNOTATION_SLOT: Final = "eipctl.io/external-ip-claim"
-"""On a Node: name of the IpClaim that is its IP (the per-node reservation)."""
-LABEL_PROVIDER: Final = "eipctl.io/provider"
-"""On a node claim of a cloud pool: the provider holding the address (``aws``)."""
-ANNOTATION_ALLOCATION_ID: Final = "eipctl.io/allocation-id"
-"""On a cloud node claim: the provider's id of the address (EC2 ``eipalloc-...``)."""
 
 TRUE_VALUES: Final = frozenset({"true", "True", "TRUE"})
 

@@ -32,7 +32,9 @@ from eipctl.core.fields import (
     get_str_list,
     join,
 )
+from eipctl.core.ipnode import IpNode, IpNodeSpec, IpNodeStatus  # one module per kind; re-exported
 from eipctl.core.naming import LABEL_NODE, LABEL_POOL, claim_name_for
+from eipctl.core.pool import Pool
 from eipctl.core.resource_base import MAX_COUNT, Resource, conditions_out
 from eipctl.core.selectors import LabelSelector
 
@@ -200,6 +202,10 @@ class IpClaimPool(Resource):
     def to_dict(self) -> dict[str, Any]:
         return self._to_dict(self.spec.to_dict(), self.status.to_dict())
 
+    def address_pool(self) -> Pool:
+        """The addresses it hands out (cidr, ranges, exclude); raises PoolError if unusable."""
+        return Pool.parse(self.name, self.spec.cidr, self.spec.ranges, self.spec.exclude)
+
 
 # --- IpClaim -------------------------------------------------------------------------------
 
@@ -326,8 +332,3 @@ class IpClaim(Resource):
 
     def to_dict(self) -> dict[str, Any]:
         return self._to_dict(self.spec.to_dict(), self.status.to_dict())
-
-
-# IpNode lives in its own module (core/ipnode.py); re-exported here so every kind is
-# reachable from one place.
-from eipctl.core.ipnode import IpNode, IpNodeSpec, IpNodeStatus  # noqa: E402

@@ -19,11 +19,11 @@ from typing import Any, Literal
 import aiohttp
 import structlog
 
+from eipctl.core.fields import Obj
 from eipctl.kube.errors import ApiError, Gone, TransportError, error_for
 
 log = structlog.get_logger(__name__)
 
-Obj = dict[str, Any]
 Subresource = Literal["status"] | None
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -320,6 +320,7 @@ __all__ = [
     "SERVICES",
     "ApiError",
     "KubeApi",
+    "Obj",
     "ObjectList",
     "ResourceRef",
     "WatchEvent",

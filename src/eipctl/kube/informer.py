@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from eipctl.core.fields import labels_of
 from eipctl.kube.client import Obj, ObjectList, ResourceRef, WatchEvent, object_key
 from eipctl.kube.errors import ApiError, Gone
 from eipctl.kube.metrics import WATCH_RELISTS, WATCH_RESTARTS
@@ -74,11 +75,31 @@ class KeyHandler:
         self._fn(object_key(obj))
 
 
+ChangeFunc = Callable[[Obj | None, Obj | None], None]
+"""``fn(old, new)``: old None = added, new None = deleted."""
+
+
+class ChangeHandler:
+    """Adapts a `ChangeFunc` to `EventHandler`."""
+
+    def __init__(self, fn: ChangeFunc) -> None:
+        self._fn = fn
+
+    def on_add(self, obj: Obj) -> None:
+        self._fn(None, obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._fn(old, new)
+
+    def on_delete(self, obj: Obj) -> None:
+        self._fn(obj, None)
+
+
 def index_by_label(label: str) -> IndexFunc:
     """An index function: the object's value for `label` (e.g. claims by node)."""
 
     def fn(obj: Obj) -> Iterable[str]:
-        value = ((obj.get("metadata") or {}).get("labels") or {}).get(label)
+        value = labels_of(obj).get(label)
         return [value] if value else []
 
     return fn
@@ -164,6 +185,9 @@ class Informer:
 
     def add_key_handler(self, fn: Callable[[str], None]) -> None:
         self.add_handler(KeyHandler(fn))
+
+    def add_change_handler(self, fn: ChangeFunc) -> None:
+        self.add_handler(ChangeHandler(fn))
 
     # --- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:

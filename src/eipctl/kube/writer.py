@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
+from eipctl.core.fields import Mutation
 from eipctl.kube.client import Obj, ResourceRef, Subresource
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, is_retryable
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES, WRITER_WRITES
@@ -33,10 +34,6 @@ from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRI
 log = structlog.get_logger(__name__)
 
 WRITE_ID = "eipctl.io/write-id"
-
-Mutation = Callable[[Obj], Obj | None]
-"""Change the object in place (return None) or return the new object. Must be pure:
-it may run more than once on different copies, only one of which gets written."""
 
 
 class ObjectApi(Protocol):

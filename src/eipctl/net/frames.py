@@ -67,6 +67,7 @@ def _mac(mac: bytes) -> bytes:
 
 
 def mac_to_str(mac: bytes) -> str:
+    """``02:00:00:00:00:01``: the one text form of a MAC in logs, events and IpNode status."""
     return ":".join(f"{b:02x}" for b in mac)
 
 

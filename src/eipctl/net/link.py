@@ -16,6 +16,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
+from eipctl.net.frames import mac_to_str
+
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -57,7 +59,7 @@ class Conflict:
 
     @property
     def mac_str(self) -> str:
-        return ":".join(f"{b:02x}" for b in self.mac)
+        return mac_to_str(self.mac)
 
 
 class Announcer(Protocol):

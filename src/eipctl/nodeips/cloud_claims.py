@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import structlog
 
 from eipctl.cloud.provider import AddressProvider, CloudAddress, CloudError
+from eipctl.core.fields import Mutation
 from eipctl.core.naming import claim_name_for
 from eipctl.core.node_claims import NodeClaim, NodeView
 from eipctl.core.resources import IpClaimPool
@@ -27,7 +28,7 @@ NO_CLOUD_PROVIDER = "NoCloudProvider"
 
 class StatusWriter(Protocol):
     async def update_status(
-        self, ref: Any, name: str, mutate: v.Mutation, *, namespace: str | None = None
+        self, ref: Any, name: str, mutate: Mutation, *, namespace: str | None = None
     ) -> Obj: ...
 
 

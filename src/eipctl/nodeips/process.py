@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import structlog
 
 from eipctl.cloud.provider import AddressProvider
-from eipctl.core.node_claims import LABEL_EXTERNAL_IP
+from eipctl.core.fields import Obj, name_of
+from eipctl.core.naming import LABEL_EXTERNAL_IP
 from eipctl.health import Health
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, NODES, KubeApi, ResourceRef, connect
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import Informer, ListWatchApi
-from eipctl.kube.leader import LeaderElectionConfig, LeaderElector
+from eipctl.kube.leader import LeaderElector
 from eipctl.kube.workqueue import WorkQueue, run_workers
 from eipctl.kube.writer import SerializedWriter
 from eipctl.nodeips import views as v
@@ -31,9 +31,9 @@ from eipctl.nodeips.settings import NodeIpsSettings
 
 log = structlog.get_logger(__name__)
 
-Obj = dict[str, Any]
 LEASE_NAME = "eipctl-nodeips"
-COMPONENT = "eipctl-nodeips"
+EVENT_SOURCE = "eipctl-nodeips"
+"""`source.component` of the Events this process posts."""
 PODS = ResourceRef("", "v1", "pods", "Pod", namespaced=True)
 
 
@@ -58,20 +58,6 @@ async def run(settings: NodeIpsSettings, *, health: Health, stop: asyncio.Event)
             await provider.close()
         await lease_api.close()
         await api.close()
-
-
-class _Handler:
-    def __init__(self, fn: Callable[[Obj | None, Obj | None], None]) -> None:
-        self.fn = fn
-
-    def on_add(self, obj: Obj) -> None:
-        self.fn(None, obj)
-
-    def on_update(self, old: Obj, new: Obj) -> None:
-        self.fn(old, new)
-
-    def on_delete(self, obj: Obj) -> None:
-        self.fn(obj, None)
 
 
 def _claim_node(obj: Obj | None) -> str:
@@ -100,14 +86,14 @@ class NodeIps:
         self.pools = Informer(source, IPCLAIMPOOLS)
         self.pods = Informer(source, PODS, label_selector=LABEL_EXTERNAL_IP)
         self.informers = [self.nodes, self.claims, self.pools, self.pods]
-        self.recorder = EventRecorder(api, COMPONENT, host=settings.identity)
+        self.recorder = EventRecorder(api, EVENT_SOURCE, host=settings.identity)
         self.queue: WorkQueue[str] | None = None
         self.reconciler: NodeReconciler | None = None
         self.terms = 0
-        self.nodes.add_handler(_Handler(self._on_node))
-        self.claims.add_handler(_Handler(self._on_claim))
-        self.pools.add_handler(_Handler(self._on_wake))
-        self.pods.add_handler(_Handler(self._on_wake))
+        self.nodes.add_change_handler(self._on_node)
+        self.claims.add_change_handler(self._on_claim)
+        self.pools.add_change_handler(self._on_wake)
+        self.pods.add_change_handler(self._on_wake)
 
     @property
     def synced(self) -> bool:
@@ -142,17 +128,7 @@ class NodeIps:
         if not s.leader_elect:
             await self._term()
             return
-        elector = LeaderElector(
-            self.lease_api,
-            LeaderElectionConfig(
-                lease_name=LEASE_NAME,
-                namespace=s.lease_namespace,
-                identity=s.identity,
-                lease_duration=s.lease_duration,
-                renew_deadline=s.renew_deadline,
-                retry_period=s.retry_period,
-            ),
-        )
+        elector = LeaderElector(self.lease_api, s.election(LEASE_NAME))
         await elector.run(self._term)
 
     async def _term(self) -> None:
@@ -185,19 +161,18 @@ class NodeIps:
             await run_workers(queue, reconciler.reconcile, workers=s.workers, drain_timeout=0.1)
         finally:
             self.queue = self.reconciler = None
-            for task in list(writer._tasks):  # private: the writer has no public cancel yet
-                task.cancel()
+            await writer.close()  # a write still queued must not land after the term
             log.info("nodeips_term_ended", term=self.terms)
 
     def _all_node_names(self) -> list[str]:
-        names = {v.name_of(o) for o in self.nodes.objects()}
+        names = {name_of(o) for o in self.nodes.objects()}
         names |= {_claim_node(o) for o in self.claims.objects() if v.is_node_claim(o)}
         return sorted(n for n in names if n)
 
     # --- informer handlers (quick; only enqueue) --------------------------------------------
     def _on_node(self, old: Obj | None, new: Obj | None) -> None:
         if self.queue is not None:
-            self.queue.add(v.name_of(new or old or {}))
+            self.queue.add(name_of(new or old or {}))
             self._on_wake(old, new)  # a cordon or a deletion may free a claim for reuse
 
     def _on_claim(self, old: Obj | None, new: Obj | None) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import structlog
 
 from eipctl.cloud.provider import AddressProvider, CloudError
-from eipctl.core.fields import ResourceError
+from eipctl.core.fields import ResourceError, name_of
 from eipctl.core.naming import claim_name_for, ip_for_claim_name
 from eipctl.core.node_claims import (
     NodeClaim,
@@ -41,7 +41,7 @@ from eipctl.core.node_claims import (
     release_decision,
     reusable,
 )
-from eipctl.core.pool import Pool, PoolError
+from eipctl.core.pool import PoolError
 from eipctl.core.resources import IpClaimPool
 from eipctl.kube.client import IPCLAIMS, NODES, Obj
 from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
@@ -307,16 +307,14 @@ class NodeReconciler:
 
     def _new_claim_name(self, spec_pool: IpClaimPool) -> str | None:
         try:
-            pool = Pool.parse(
-                spec_pool.name, spec_pool.spec.cidr, spec_pool.spec.ranges, spec_pool.spec.exclude
-            )
+            pool = spec_pool.address_pool()
         except PoolError as exc:
             log.warning("pool.invalid", pool=spec_pool.name, error=str(exc))
             return None
         used = [ip_for_claim_name(n) for n in (*self._taking, *self._avoid)]
         for obj in self.claims.objects():
             try:
-                used.append(ip_for_claim_name(v.name_of(obj)))
+                used.append(ip_for_claim_name(name_of(obj)))
             except ValueError:
                 continue
         ip = new_ip(pool, used)
@@ -324,9 +322,7 @@ class NodeReconciler:
 
     def _in_pool(self, spec_pool: IpClaimPool, name: str) -> bool:
         try:
-            pool = Pool.parse(
-                spec_pool.name, spec_pool.spec.cidr, spec_pool.spec.ranges, spec_pool.spec.exclude
-            )
+            pool = spec_pool.address_pool()
         except PoolError:
             return False
         return pool.contains(ip_for_claim_name(name))
@@ -454,7 +450,7 @@ class NodeReconciler:
         log.warning("node.waiting", node=name, reason=reason, message=message)
 
     def _report_claim(self, obj: Obj, reason: str, message: str) -> None:
-        key = "claim/" + v.name_of(obj)
+        key = "claim/" + name_of(obj)
         if self._reported.get(key) == (reason, message):
             return
         self._reported[key] = (reason, message)

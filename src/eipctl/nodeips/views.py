@@ -6,54 +6,36 @@ copy it is given (compare-and-set), never from what the cache showed when it was
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from eipctl.core.conditions import Condition, conditions_from_list, set_condition
-from eipctl.core.fields import ResourceError
+from eipctl.core.conditions import Condition, put_condition
+from eipctl.core.fields import Mutation, Obj, labels_of, meta_of, name_of
 from eipctl.core.naming import (
+    ANNOTATION_ALLOCATION_ID,
+    ANNOTATION_SLOT,
     API_VERSION,
+    LABEL_EXTERNAL_IP,
     LABEL_NODE,
     LABEL_ORIGIN,
     LABEL_POOL,
+    LABEL_PROVIDER,
     ORIGIN_NODE,
+    TAINT_NOT_ATTACHED,
     IPAddress,
     claim_name_for,
     parse_ip,
 )
-from eipctl.core.node_claims import (
-    ANNOTATION_ALLOCATION_ID,
-    ANNOTATION_SLOT,
-    LABEL_EXTERNAL_IP,
-    LABEL_PROVIDER,
-    TAINT_NOT_ATTACHED,
-    NodeClaim,
-    NodeEdit,
-    NodeView,
-    PodView,
-)
-
-Obj = dict[str, Any]
-Mutation = Callable[[Obj], Obj | None]
+from eipctl.core.node_claims import NodeClaim, NodeEdit, NodeView, PodView
 
 CONDITION_SCHEDULED: Final = "Scheduled"
 CONDITION_CLOUD: Final = "CloudAddress"
 """On a cloud node claim: True once associated; False with the provider's reason."""
 
 
-def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta: Mapping[str, Any] = obj.get("metadata") or {}
-    return meta
-
-
-def name_of(obj: Mapping[str, Any]) -> str:
-    return str(meta_of(obj).get("name") or "")
-
-
 def is_node_claim(obj: Mapping[str, Any]) -> bool:
-    labels = meta_of(obj).get("labels") or {}
-    return labels.get(LABEL_ORIGIN) == ORIGIN_NODE
+    return labels_of(obj).get(LABEL_ORIGIN) == ORIGIN_NODE
 
 
 def node_view(obj: Mapping[str, Any]) -> NodeView:
@@ -98,7 +80,7 @@ def allocation_id(obj: Mapping[str, Any]) -> str:
 
 
 def pod_view(obj: Mapping[str, Any]) -> PodView | None:
-    ip = str((meta_of(obj).get("labels") or {}).get(LABEL_EXTERNAL_IP) or "")
+    ip = str(labels_of(obj).get(LABEL_EXTERNAL_IP) or "")
     if not ip:
         return None
     phase = str((obj.get("status") or {}).get("phase") or "")
@@ -232,16 +214,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _put_condition(status: dict[str, Any], condition: Condition) -> None:
-    try:
-        current = conditions_from_list(status.get("conditions"), "status.conditions")
-    except ResourceError:
-        current = ()
-    updated = set_condition(current, condition)
-    if updated != current:
-        status["conditions"] = [c.to_dict() for c in updated]
-
-
 def placed_status() -> Mutation:
     """Phase from spec.nodeName: Scheduled on a node (Bound kept if bound there), else Pending."""
 
@@ -256,7 +228,7 @@ def placed_status() -> Mutation:
         reason, text = (
             ("NodeBound", f"the IP of node {node}") if node else ("Orphan", "kept for reuse")
         )
-        _put_condition(
+        put_condition(
             status,
             Condition(
                 type=CONDITION_SCHEDULED,
@@ -280,7 +252,7 @@ def cloud_status(node: str, reason: str = "", message: str = "") -> Mutation:
         if not reason:
             status["phase"] = "Bound"
             status["boundNode"] = node
-        _put_condition(
+        put_condition(
             status,
             Condition(
                 type=CONDITION_CLOUD,

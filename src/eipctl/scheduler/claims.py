@@ -23,12 +23,11 @@ per-node claims like any claim placed on them, without probing (the IP is shared
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from eipctl.core.conditions import Condition, set_condition
-from eipctl.core.fields import ResourceError
+from eipctl.core.fields import Mutation, Obj, ResourceError, labels_of, name_of
 from eipctl.core.naming import (
     API_VERSION,
     LABEL_NODE,
@@ -43,10 +42,6 @@ from eipctl.core.naming import (
 )
 from eipctl.core.placement import ClaimPlacement
 
-Obj = dict[str, Any]
-Mutation = Callable[[Obj], Obj | None]
-
-
 CONDITION_SCHEDULED: Final = "Scheduled"
 REASON_PLACED: Final = "Placed"
 REASON_ALL_NODES: Final = "AllNodes"
@@ -58,17 +53,8 @@ def _meta(obj: Obj) -> dict[str, Any]:
     return meta
 
 
-def labels_of(obj: Obj) -> dict[str, str]:
-    labels: dict[str, str] = (obj.get("metadata") or {}).get("labels") or {}
-    return labels
-
-
 def node_of(obj: Obj) -> str:
     return str((obj.get("spec") or {}).get("nodeName") or "")
-
-
-def name_of(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
 
 
 def is_all_nodes(obj: Obj) -> bool:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from eipctl.core.fields import Obj, labels_of
 from eipctl.core.naming import LABEL_ORIGIN, LABEL_POOL, ORIGIN_ALL_NODES
 from eipctl.core.placement import Cluster
 from eipctl.scheduler import claims as c
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ def per_node_changes(
     """
     desired: dict[str, Obj] = {}
     for base in all_nodes_claims:
-        pool = c.labels_of(base).get(LABEL_POOL) or None
+        pool = labels_of(base).get(LABEL_POOL) or None
         for node in sorted(cluster.admits(pool)):
             body = c.per_node_claim(base, node)
             if body is not None:
@@ -47,6 +45,6 @@ def per_node_changes(
     delete = tuple(
         obj
         for name, obj in sorted(existing.items())
-        if name not in desired and c.labels_of(obj).get(LABEL_ORIGIN) == ORIGIN_ALL_NODES
+        if name not in desired and labels_of(obj).get(LABEL_ORIGIN) == ORIGIN_ALL_NODES
     )
     return PerNodeChanges(create, delete)

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
 from eipctl.core.placement import Cluster, Decision, Policy, Reason, plan
 from eipctl.kube.client import IPCLAIMS
@@ -36,8 +37,6 @@ from eipctl.scheduler.per_node import per_node_changes
 from eipctl.scheduler.view import PoolViews, cluster_for
 
 log = structlog.get_logger(__name__)
-
-Obj = dict[str, Any]
 
 
 class Cache(Protocol):
@@ -102,7 +101,7 @@ class Placer:
 
     def is_echo(self, obj: Obj) -> bool:
         """True if ``obj`` is what our own write stored (no new pass needed for it)."""
-        mine = self._written.get(c.name_of(obj))
+        mine = self._written.get(name_of(obj))
         return mine is not None and _rv_int(mine) is not None and _rv_int(mine) == _rv_int(obj)
 
     @property
@@ -117,14 +116,14 @@ class Placer:
 
     def remember(self, stored: Obj) -> None:
         """Use this copy of a claim until the cache has caught up with it."""
-        self._written[c.name_of(stored)] = stored
+        self._written[name_of(stored)] = stored
 
     def claim_objects(self) -> list[Obj]:
         """The cached claims, with our own not-yet-seen writes laid over them."""
         out: list[Obj] = []
         seen: set[str] = set()
         for cached in self.claims.objects():
-            name = c.name_of(cached)
+            name = name_of(cached)
             seen.add(name)
             mine = self._written.get(name)
             if mine is None:
@@ -147,7 +146,7 @@ class Placer:
         per_node: dict[str, Obj] = {}
         for obj in self.claim_objects():
             if c.is_per_node(obj):
-                per_node[c.name_of(obj)] = obj
+                per_node[name_of(obj)] = obj
             else:
                 objs.append(obj)
         cluster = cluster_for(
@@ -170,7 +169,7 @@ class Placer:
             rebalance_moves=rebalance_moves if self.policy is Policy.SPREAD else 0,
         )
         self.cursor = result.cursor
-        by_name = {c.name_of(o): o for o in objs}
+        by_name = {name_of(o): o for o in objs}
         for d in result.decisions:
             if d.claim in self._pending:
                 self._deferred.add(d.claim)  # decide again once its write is done
@@ -178,7 +177,7 @@ class Placer:
                 self._start(d.claim, d, self._apply(d, by_name[d.claim]))
         decided = {d.claim for d in result.decisions}
         for obj in objs:
-            name = c.name_of(obj)
+            name = name_of(obj)
             if name not in decided and name not in self._pending and not c.consistent(obj):
                 self._start(name, None, self._repair(obj))
         self._sync_per_node(
@@ -194,20 +193,20 @@ class Placer:
         marked = [
             o
             for o in objs
-            if self.policy is Policy.ALL and (c.is_all_nodes(o) or c.name_of(o) in decided_all)
+            if self.policy is Policy.ALL and (c.is_all_nodes(o) or name_of(o) in decided_all)
         ]
         changes = per_node_changes(marked, per_node, cluster)
         for body in changes.create:
-            name = c.name_of(body)
+            name = name_of(body)
             if name not in self._pending:
                 self._start(name, None, self._create_per_node(body))
         for obj in changes.delete:
-            name = c.name_of(obj)
+            name = name_of(obj)
             if name not in self._pending:
                 self._start(name, None, self._delete_per_node(obj))
 
     async def _create_per_node(self, body: Obj) -> None:
-        name, node = c.name_of(body), c.node_of(body)
+        name, node = name_of(body), c.node_of(body)
         try:
             await self.writer.create(IPCLAIMS, body)
         except AlreadyExists:
@@ -223,7 +222,7 @@ class Placer:
         self.recorder.emit(c.involved(stored), "Normal", "AllNodes", message)
 
     async def _delete_per_node(self, obj: Obj) -> None:
-        name = c.name_of(obj)
+        name = name_of(obj)
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         try:
             deleted = await self.writer.delete(IPCLAIMS, name, resource_version=rv)
@@ -328,7 +327,7 @@ class Placer:
 
     async def _repair(self, obj: Obj) -> None:
         """Make labels and phase agree with a placement that stays (no move)."""
-        name, node = c.name_of(obj), c.node_of(obj)
+        name, node = name_of(obj), c.node_of(obj)
         try:
             stored = await self.writer.update(
                 IPCLAIMS, name, c.place(node, node, all_nodes=c.is_all_nodes(obj) and not node)

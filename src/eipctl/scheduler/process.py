@@ -20,13 +20,22 @@ from typing import Any
 import structlog
 
 from eipctl.config import SchedulerSettings
+from eipctl.core.fields import Obj, labels_of, name_of
 from eipctl.core.liveness import Liveness
 from eipctl.core.placement import Policy
 from eipctl.health import Health
-from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, IPNODES, SERVICES, KubeApi, connect
+from eipctl.kube.client import (
+    IPCLAIMPOOLS,
+    IPCLAIMS,
+    IPNODES,
+    SERVICES,
+    KubeApi,
+    connect,
+    object_key,
+)
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import Informer
-from eipctl.kube.leader import LeaderElectionConfig, LeaderElector
+from eipctl.kube.leader import LeaderElector
 from eipctl.kube.workqueue import DONE, Result, WorkQueue, requeue_after, run_workers
 from eipctl.kube.writer import SerializedWriter
 from eipctl.scheduler import claims as c
@@ -36,7 +45,6 @@ from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
 
 log = structlog.get_logger(__name__)
 
-Obj = dict[str, Any]
 LEASE_NAME = "eipctl-scheduler"
 PLACE = "place"
 REBALANCE = "rebalance"
@@ -85,10 +93,10 @@ class Scheduler:
         self.elector: LeaderElector | None = None
         self.terms = 0
         self._log = log.bind(identity=settings.identity)
-        self.claims.add_handler(_Handler(self._on_claim_change))
-        self.nodes.add_handler(_Handler(self._on_node_change))
-        self.pools.add_handler(_Handler(self._on_pool_change))
-        self.services.add_handler(_Handler(self._on_service_change))
+        self.claims.add_change_handler(self._on_claim_change)
+        self.nodes.add_change_handler(self._on_node_change)
+        self.pools.add_change_handler(self._on_pool_change)
+        self.services.add_change_handler(self._on_service_change)
 
     def now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
@@ -145,17 +153,7 @@ class Scheduler:
         if not s.leader_elect:
             await self._term()
             return
-        self.elector = LeaderElector(
-            self.lease_api,
-            LeaderElectionConfig(
-                lease_name=LEASE_NAME,
-                namespace=s.lease_namespace,
-                identity=s.identity,
-                lease_duration=s.lease_duration,
-                renew_deadline=s.renew_deadline,
-                retry_period=s.retry_period,
-            ),
-        )
+        self.elector = LeaderElector(self.lease_api, s.election(LEASE_NAME))
         await self.elector.run(self._term)
 
     async def _term(self) -> None:
@@ -269,7 +267,7 @@ class Scheduler:
 
     def _on_node_change(self, old: Obj | None, new: Obj | None) -> None:
         now = self.now()
-        name = c.name_of(new or old or {})
+        name = name_of(new or old or {})
         if new is None:
             self.liveness.forget(name)
             self._enqueue(PLACE)
@@ -284,14 +282,14 @@ class Scheduler:
             now,
             grace=float(grace) if isinstance(grace, int | float) else 0.0,
         )
-        relabelled = old is not None and c.labels_of(old) != c.labels_of(new)
+        relabelled = old is not None and labels_of(old) != labels_of(new)
         if not was_live or relabelled:
             self._enqueue(PLACE)
 
     def _on_claim_change(self, old: Obj | None, new: Obj | None) -> None:
         obj = new or old or {}
         if old is None or new is None:
-            self._enqueue(IP_PREFIX + c.name_of(obj))
+            self._enqueue(IP_PREFIX + name_of(obj))
             self._enqueue(PLACE)
         elif self.placer is not None and self.placer.is_echo(new):
             return  # our own write coming back: the pass that made it knew
@@ -305,24 +303,6 @@ class Scheduler:
                 self.queue.add(IP_PREFIX + name)
 
     def _on_service_change(self, old: Obj | None, new: Obj | None) -> None:
-        obj = new or old or {}
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        key = object_key(new or old or {})
         for name in self.index.update(key, new):
             self._enqueue(IP_PREFIX + name)
-
-
-class _Handler:
-    """Informer handler calling ``fn(old, new)``; old None = added, new None = deleted."""
-
-    def __init__(self, fn: Callable[[Obj | None, Obj | None], None]) -> None:
-        self._fn = fn
-
-    def on_add(self, obj: Obj) -> None:
-        self._fn(None, obj)
-
-    def on_update(self, old: Obj, new: Obj) -> None:
-        self._fn(old, new)
-
-    def on_delete(self, obj: Obj) -> None:
-        self._fn(obj, None)

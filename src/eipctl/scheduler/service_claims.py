@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
+from eipctl.core.fields import Obj, labels_of
 from eipctl.core.naming import (
     ANNOTATION_ALLOCATED_IPS,
     LABEL_ORIGIN,
@@ -43,15 +44,12 @@ from eipctl.kube.writer import SerializedWriter
 from eipctl.scheduler.claims import (
     involved,
     is_per_node,
-    labels_of,
     new_claim,
     set_services,
 )
 from eipctl.scheduler.view import PoolView, PoolViews
 
 log = structlog.get_logger(__name__)
-
-Obj = dict[str, Any]
 
 
 class Cache(Protocol):

@@ -10,19 +10,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
-from eipctl.core.fields import ResourceError, get_bool, get_int
+from eipctl.core.fields import Obj, ResourceError, get_bool, get_int
 from eipctl.core.naming import IPAddress
 from eipctl.core.placement import Cluster
 from eipctl.core.pool import Pool, PoolError
 from eipctl.core.selectors import LabelSelector
 
 log = structlog.get_logger(__name__)
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from eipctl.allocator.views import (
-    FINALIZER,
     Refused,
     claim_info,
     join_claim,
@@ -22,6 +21,7 @@ from eipctl.allocator.views import (
     set_ingress,
     set_service_ips,
 )
+from eipctl.core.naming import POOL_FINALIZER
 
 A, B, HAND = ip_address("192.0.2.1"), ip_address("192.0.2.2"), "203.0.113.9"
 
@@ -132,7 +132,7 @@ def test_pool_status_and_finalizer() -> None:
     assert (ready["type"], ready["status"], ready["observedGeneration"]) == ("Ready", "True", 3)
     set_finalizer(True)(obj)
     set_finalizer(True)(obj)
-    assert obj["metadata"]["finalizers"] == [FINALIZER]
+    assert obj["metadata"]["finalizers"] == [POOL_FINALIZER]
     set_finalizer(False)(obj)
     assert obj["metadata"]["finalizers"] == []
 

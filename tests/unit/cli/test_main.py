@@ -64,6 +64,23 @@ def test_unsafe_lease_timings_are_refused(monkeypatch: pytest.MonkeyPatch) -> No
         settings_for(["scheduler", "--renew-deadline", "2s"], monkeypatch, {})
 
 
+def test_lease_settings_reach_the_elector(monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = ["scheduler", "--lease-namespace", "ops", "--identity", "me", "--lease-duration", "3s"]
+    settings = settings_for(argv, monkeypatch, {})
+    assert isinstance(settings, SchedulerSettings)
+    config = settings.election("eipctl-scheduler")
+    assert (config.lease_name, config.namespace, config.identity) == (
+        "eipctl-scheduler",
+        "ops",
+        "me",
+    )
+    assert (config.lease_duration, config.renew_deadline, config.retry_period) == (
+        3.0,
+        settings.renew_deadline,
+        settings.retry_period,
+    )
+
+
 def test_controller_refuses_heartbeat_slower_than_timeout() -> None:
     args = build_parser().parse_args(["controller", "--heartbeat-interval", "2s"])
     with pytest.raises(SettingsError, match="heartbeat-interval"):

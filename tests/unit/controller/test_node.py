@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,10 @@ import pytest_asyncio
 from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import EVENTS, IPCLAIMS, IPNODES, NODES, KubeApi, Obj
+from eipctl.net.frames import mac_to_str
 from eipctl.net.memory import MemoryLinkBackend, Segment
 from eipctl.sandbox.apiserver import ApiServer
+from polling import eventually
 
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"
 NODE = "node-a"
@@ -32,16 +34,6 @@ FAST = NodeSettings(
     resync_interval=0.5,
     address_lifetime=2.0,
 )
-
-
-async def until(cond: Callable[[], Any], timeout: float = 5.0, step: float = 0.01) -> None:
-    async with asyncio.timeout(timeout):
-        while not await _value(cond()):
-            await asyncio.sleep(step)
-
-
-async def _value(v: Any) -> Any:
-    return await v if asyncio.iscoroutine(v) else v
 
 
 def ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -129,7 +121,7 @@ async def bed(apiserver: ApiServer, api_client: Any) -> AsyncIterator[Bed]:
 async def test_registers_ipnode_with_node_labels_and_heartbeats(bed: Bed) -> None:
     await bed.api.create(NODES, {"metadata": {"name": NODE, "labels": {"zone": "a"}}})
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     ipnode = await bed.api.get(IPNODES, NODE)
     assert ipnode["spec"]["link"] == "eth0"
     assert ipnode["metadata"]["labels"] == {"zone": "a"}
@@ -141,54 +133,56 @@ async def test_registers_ipnode_with_node_labels_and_heartbeats(bed: Bed) -> Non
 
 async def test_registers_without_a_node(bed: Bed) -> None:
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     ipnode = await bed.api.get(IPNODES, NODE)
     assert ipnode["spec"]["link"] == "eth0"
 
 
 async def test_claim_is_added_announced_bound_and_removed_when_moved(bed: Bed) -> None:
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
-    await until(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
     assert ("eth0", "203.0.113.7") in bed.probed
-    await until(lambda: ("eth0", "203.0.113.7") in bed.announced)
+    await eventually(lambda: ("eth0", "203.0.113.7") in bed.announced)
 
     async def bound() -> bool:
         s = await bed.claim_status("203.0.113.7")
         return s.get("phase") == "Bound" and s.get("boundNode") == NODE
 
-    await until(bound)
+    await eventually(bound)
 
     async def reported() -> bool:
         st = (await bed.api.get(IPNODES, NODE)).get("status") or {}
         return st.get("addresses") == ["203.0.113.7/32"]
 
-    await until(reported)
+    await eventually(reported)
     await bed.move("203.0.113.7", "node-b")
-    await asyncio.sleep(0.5)
+    await eventually(lambda: controller.claims.get(claim_name_for("203.0.113.7")) is None)
+    seen_move = controller.passes
+    await eventually(lambda: controller.passes >= seen_move + 2)  # passes that knew of the move
     assert bed.on_link("203.0.113.7")  # make before break: until node-b has it
     await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-b"})
-    await until(lambda: not bed.on_link("203.0.113.7"), timeout=1.0)
+    await eventually(lambda: not bed.on_link("203.0.113.7"), timeout=1.0)
 
 
 async def test_a_moved_address_is_not_held_past_one_lifetime(bed: Bed) -> None:
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
-    await until(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
     loop = asyncio.get_running_loop()
     await bed.move("203.0.113.7", "node-b")  # node-b never binds it
     moved = loop.time()
-    await until(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.address_lifetime + 2)
+    await eventually(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.address_lifetime + 2)
     assert loop.time() - moved >= FAST.address_lifetime * 0.9
 
 
 async def test_ipv6_claim_with_prefix_length(bed: Bed) -> None:
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("2001:db8::7", prefixLength=64)
-    await until(lambda: bed.on_link("2001:db8::7"))
+    await eventually(lambda: bed.on_link("2001:db8::7"))
     assert await bed.managed() == {"2001:db8::7/64"}
 
 
@@ -208,8 +202,8 @@ async def test_restart_keeps_addresses_without_probe_or_announcement(bed: Bed) -
 
     bed.backend.remove = spy  # type: ignore[method-assign, assignment]
     controller = bed.start()
-    await until(lambda: not bed.on_link("203.0.113.8"))
-    await until(lambda: controller.passes >= 3)
+    await eventually(lambda: not bed.on_link("203.0.113.8"))
+    await eventually(lambda: controller.passes >= 3)
     assert bed.on_link("203.0.113.7")
     assert removals == ["203.0.113.8"]  # never remove-then-add the kept one
     assert bed.probed == [] and bed.announced == []
@@ -222,34 +216,34 @@ async def test_purge_never_touches_admin_addresses(bed: Bed) -> None:
     bed.backend.add_foreign("eth0", "192.0.2.10", 24)
     await bed.backend.add("eth0", "203.0.113.9", 32, 30)
     controller = bed.start()
-    await until(controller.ready)
-    await until(lambda: not bed.on_link("203.0.113.9"))
+    await eventually(controller.ready)
+    await eventually(lambda: not bed.on_link("203.0.113.9"))
     assert bed.on_link("192.0.2.10")
 
 
 async def test_claim_for_an_admin_address_is_a_conflict(bed: Bed) -> None:
     bed.backend.add_foreign("eth0", "203.0.113.7", 32)
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
 
     async def conflict() -> bool:
         conds = (await bed.claim_status("203.0.113.7")).get("conditions") or []
         return any(c["type"] == "Conflict" and c["reason"] == "AdminAddress" for c in conds)
 
-    await until(conflict)
+    await eventually(conflict)
     assert bed.on_link("203.0.113.7")  # still the admin's
     assert await bed.managed() == set()
 
 
 async def test_drift_is_repaired(bed: Bed) -> None:
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
-    await until(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
     await bed.backend.remove("eth0", "203.0.113.7", 32)  # deleted by hand
     await bed.backend.add("eth0", "203.0.113.99", 32, 30)  # a stray managed address
-    await until(lambda: bed.on_link("203.0.113.7") and not bed.on_link("203.0.113.99"))
+    await eventually(lambda: bed.on_link("203.0.113.7") and not bed.on_link("203.0.113.99"))
 
 
 async def test_unknown_holder_is_not_fought_until_it_lets_go(bed: Bed) -> None:
@@ -257,20 +251,20 @@ async def test_unknown_holder_is_not_fought_until_it_lets_go(bed: Bed) -> None:
     other.create_link("eth0", segment=bed.segment)
     await other.add("eth0", "203.0.113.7", 32, 60)  # someone else answers for it
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
 
     async def condition(status: str) -> bool:
         conds = (await bed.claim_status("203.0.113.7")).get("conditions") or []
         return any(c["type"] == "Conflict" and c["status"] == status for c in conds)
 
-    await until(lambda: condition("True"))
+    await eventually(lambda: condition("True"))
     assert not bed.on_link("203.0.113.7")
     events = (await bed.api.list(EVENTS, "default")).items
     assert any(e["reason"] == "AddressInUse" for e in events)
     await other.remove("eth0", "203.0.113.7", 32)
-    await until(lambda: bed.on_link("203.0.113.7"))
-    await until(lambda: condition("False"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: condition("False"))
 
 
 async def test_dead_previous_holder_is_taken_over(bed: Bed) -> None:
@@ -280,12 +274,12 @@ async def test_dead_previous_holder_is_taken_over(bed: Bed) -> None:
     await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
     await bed.api.patch(IPNODES, "node-old", {"status": {"heartbeat": 41}}, sub="status")
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-old"})
     loop = asyncio.get_running_loop()
     started = loop.time()
-    await until(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
     # judged dead on our clock: its heartbeat did not change for node_timeout
     assert loop.time() - started < FAST.node_timeout + 1.5
     assert bed.segment.announcements[-1][1] == bed.backend.mac_of("eth0")
@@ -308,7 +302,7 @@ async def test_live_previous_holder_is_waited_for(bed: Bed) -> None:
     beating = asyncio.create_task(beat())
     try:
         controller = bed.start()
-        await until(controller.ready)
+        await eventually(controller.ready)
         await bed.claim("203.0.113.7")
         await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-old"})
         await asyncio.sleep(FAST.node_timeout * 3)
@@ -317,7 +311,7 @@ async def test_live_previous_holder_is_waited_for(bed: Bed) -> None:
         beating.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beating
-    await until(lambda: bed.on_link("203.0.113.7"), timeout=5)  # once it stops beating
+    await eventually(lambda: bed.on_link("203.0.113.7"), timeout=5)  # once it stops beating
 
 
 async def test_an_eipctl_node_still_answering_is_taken_over_at_once(bed: Bed) -> None:
@@ -327,41 +321,41 @@ async def test_an_eipctl_node_still_answering_is_taken_over_at_once(bed: Bed) ->
     old = MemoryLinkBackend()
     old.create_link("eth0", segment=bed.segment)
     await old.add("eth0", "203.0.113.7", 32, 60)
-    old_mac = ":".join(f"{b:02x}" for b in old.mac_of("eth0"))
+    old_mac = mac_to_str(old.mac_of("eth0"))
     await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
     await bed.api.patch(
         IPNODES, "node-old", {"status": {"heartbeat": 1, "macs": [old_mac]}}, sub="status"
     )
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     loop = asyncio.get_running_loop()
     started = loop.time()
     await bed.claim("203.0.113.7")
-    await until(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
     assert loop.time() - started < FAST.node_timeout  # not judged by heartbeat age
     assert bed.segment.announcements[-1][1] == bed.backend.mac_of("eth0")
-    own_mac = ":".join(f"{b:02x}" for b in bed.backend.mac_of("eth0"))
+    own_mac = mac_to_str(bed.backend.mac_of("eth0"))
 
     async def published() -> bool:
         status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
         return own_mac in (status.get("macs") or [])
 
-    await until(published)
+    await eventually(published)
 
 
 async def test_fences_when_the_api_is_unreachable_and_restores(bed: Bed) -> None:
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
-    await until(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
     loop = asyncio.get_running_loop()
     paused = loop.time()
     bed.srv.faults.pause(FAST.node_timeout * 4)
-    await until(lambda: not bed.on_link("203.0.113.7"))
+    await eventually(lambda: not bed.on_link("203.0.113.7"))
     fenced_after = loop.time() - paused
     assert controller.fence.fenced
     assert fenced_after < FAST.node_timeout + 0.3
-    await until(lambda: bed.on_link("203.0.113.7"), timeout=10)
+    await eventually(lambda: bed.on_link("203.0.113.7"), timeout=10)
     assert not controller.fence.fenced
 
 
@@ -369,7 +363,7 @@ async def test_fenced_from_start_when_the_api_never_answers(bed: Bed) -> None:
     await bed.backend.add("eth0", "203.0.113.7", 32, 30)
     bed.srv.faults.pause(3)
     controller = bed.start()
-    await until(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.node_timeout + 1)
+    await eventually(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.node_timeout + 1)
     assert controller.fence.fenced
 
 
@@ -378,9 +372,9 @@ async def test_shutdown_keeps_addresses_unless_cleanup_on_exit(bed: Bed, cleanup
     from dataclasses import replace
 
     controller = bed.start(replace(FAST, cleanup_on_exit=cleanup))
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
-    await until(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
     await bed.stop()
     assert bed.on_link("203.0.113.7") is not cleanup
 
@@ -391,49 +385,49 @@ async def test_clean_stop_bridges_a_restart_with_a_grace(bed: Bed) -> None:
     from dataclasses import replace
 
     controller = bed.start(replace(FAST, restart_grace=30.0))
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
-    await until(lambda: bed.on_link("203.0.113.7"))
+    await eventually(lambda: bed.on_link("203.0.113.7"))
     await bed.stop()
     (kept,) = await bed.backend.list_managed("eth0")
     assert kept.valid_lft is not None and kept.valid_lft > FAST.address_lifetime + 20
     status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
     assert status["restartGraceSeconds"] == 30.0
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
 
     async def grace_cleared() -> bool:
         status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
         return "restartGraceSeconds" not in status
 
-    await until(grace_cleared)
+    await eventually(grace_cleared)
     assert bed.on_link("203.0.113.7")
 
 
 async def test_claim_on_a_missing_link_waits_for_the_link(bed: Bed) -> None:
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7", link="eth1")
     await asyncio.sleep(0.3)
     assert not bed.on_link("203.0.113.7")
     bed.backend.create_link("eth1", segment=bed.segment)
-    await until(lambda: bed.on_link("203.0.113.7", "eth1"))
+    await eventually(lambda: bed.on_link("203.0.113.7", "eth1"))
 
 
 async def test_after_a_partition_only_claims_still_placed_here_come_back(bed: Bed) -> None:
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await bed.claim("203.0.113.8")
-    await until(lambda: bed.on_link("203.0.113.7") and bed.on_link("203.0.113.8"))
+    await eventually(lambda: bed.on_link("203.0.113.7") and bed.on_link("203.0.113.8"))
     pause = bed.srv.faults.pause(1.5)
     bed.srv.faults.drop_watches()
-    await until(lambda: controller.fence.fenced)
+    await eventually(lambda: controller.fence.fenced)
     # while this node is cut off, the scheduler moves one claim away
     moved = {"metadata": {"labels": {LABEL_NODE: "node-b"}}, "spec": {"nodeName": "node-b"}}
     bed.srv.store.patch("eipctl.io", "ipclaims", claim_name_for("203.0.113.8"), moved)
     await pause
-    await until(lambda: bed.on_link("203.0.113.7"), timeout=10)
+    await eventually(lambda: bed.on_link("203.0.113.7"), timeout=10)
     for _ in range(50):  # and the moved one never returns
         assert not bed.on_link("203.0.113.8")
         await asyncio.sleep(0.02)
@@ -442,11 +436,11 @@ async def test_after_a_partition_only_claims_still_placed_here_come_back(bed: Be
 async def test_node_label_changes_reach_the_ipnode_at_resync(bed: Bed) -> None:
     await bed.api.create(NODES, {"metadata": {"name": NODE, "labels": {"zone": "a"}}})
     controller = bed.start()
-    await until(controller.ready)
+    await eventually(controller.ready)
     await bed.api.patch(NODES, NODE, {"metadata": {"labels": {"zone": "b"}}})
 
     async def relabelled() -> bool:
         ipnode = await bed.api.get(IPNODES, NODE)
         return bool(ipnode["metadata"].get("labels") == {"zone": "b"})
 
-    await until(relabelled, timeout=FAST.resync_interval * 4)
+    await eventually(relabelled, timeout=FAST.resync_interval * 4)

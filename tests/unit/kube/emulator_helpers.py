@@ -17,12 +17,6 @@ def cm(name: str, **data: str) -> Obj:
     return {"metadata": {"name": name, "namespace": NS}, "data": dict(data)}
 
 
-async def until(cond: Callable[[], bool], timeout: float = 10.0, step: float = 0.01) -> None:
-    async with asyncio.timeout(timeout):
-        while not cond():
-            await asyncio.sleep(step)
-
-
 async def persist(fn: Callable[[], Any], attempts: int = 200) -> Any:
     """Retry a raw API call through injected faults (test scaffolding, not under test)."""
     for i in range(attempts):

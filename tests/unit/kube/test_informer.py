@@ -11,6 +11,7 @@ from eipctl.kube.client import IPCLAIMS, Obj, WatchEvent, object_key
 from eipctl.kube.errors import TransportError
 from eipctl.kube.informer import Informer, index_by_label
 from eipctl.kube.metrics import WATCH_RELISTS
+from polling import eventually
 
 from .kube_fakes import FakeApi
 
@@ -47,12 +48,6 @@ def cache_state(inf: Informer) -> dict[str, Any]:
     return {object_key(o): o["metadata"]["resourceVersion"] for o in inf.objects()}
 
 
-async def until(cond: Any, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not cond():
-            await asyncio.sleep(0.005)
-
-
 async def test_list_then_watch_and_indexes() -> None:
     api = FakeApi()
     api.put(IPCLAIMS, claim("a", "n1"))
@@ -66,10 +61,10 @@ async def test_list_then_watch_and_indexes() -> None:
         assert inf.has_synced
         api.put(IPCLAIMS, claim("b", "n1"))
         api.put(IPCLAIMS, claim("a", "n2"))
-        await until(lambda: inf.index_keys("node", "n2") == ["a"])
+        await eventually(lambda: inf.index_keys("node", "n2") == ["a"])
         assert inf.index_keys("node", "n1") == ["b"]
         api.remove(IPCLAIMS, "b")
-        await until(lambda: inf.get("b") is None)
+        await eventually(lambda: inf.get("b") is None)
         assert inf.by_index("node", "n1") == []
         assert rec.state.keys() == {"a"}
     finally:
@@ -88,7 +83,7 @@ async def test_relist_after_gone_emits_only_the_difference() -> None:
     try:
         async with asyncio.timeout(2):
             await inf.wait_synced()
-        await until(lambda: cache_state(inf) == server_state(api))
+        await eventually(lambda: cache_state(inf) == server_state(api))
         await inf.stop()  # offline while many things change: history runs out
         api.remove(IPCLAIMS, "c0")
         for i in range(1, 4):
@@ -98,7 +93,7 @@ async def test_relist_after_gone_emits_only_the_difference() -> None:
         api.gone_before = api.rv
         adds_before = len(rec.state)
         inf.start()
-        await until(lambda: cache_state(inf) == server_state(api))
+        await eventually(lambda: cache_state(inf) == server_state(api))
         assert rec.deletes == ["c0"]
         assert len(rec.state) == adds_before - 1
         assert rec.state["c9"]["spec"]["n"] == 19
@@ -127,7 +122,7 @@ async def test_drops_and_gones_under_churn_converge() -> None:
                 api.gone_before = api.rv
             if step % 10 == 0:
                 await asyncio.sleep(0)
-        await until(lambda: cache_state(inf) == server_state(api))
+        await eventually(lambda: cache_state(inf) == server_state(api))
         assert {k: o["metadata"]["resourceVersion"] for k, o in rec.state.items()} == (
             server_state(api)
         )
@@ -162,7 +157,7 @@ async def test_bookmarks_advance_rv_and_late_handlers_get_the_cache() -> None:
     inf = Informer(api, IPCLAIMS)
     inf.start()
     try:
-        await until(lambda: inf.resource_version == "999")
+        await eventually(lambda: inf.resource_version == "999")
         rec = Recorder()
         inf.add_handler(rec)
         assert rec.state.keys() == {"a"}

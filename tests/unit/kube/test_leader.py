@@ -67,12 +67,6 @@ def lease(api: FakeApi) -> Obj:
     return api.objects[(LEASES.plural, "kube-system/eipctl-test")]
 
 
-async def until(cond: Any, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not cond():
-            await asyncio.sleep(0.005)
-
-
 def test_config_is_validated() -> None:
     with pytest.raises(ValueError):
         LeaderElectionConfig("l", "ns", "me", lease_duration=1, renew_deadline=1, retry_period=0.2)

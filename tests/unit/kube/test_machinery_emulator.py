@@ -14,8 +14,9 @@ from eipctl.kube.informer import Informer
 from eipctl.kube.metrics import WATCH_RELISTS, WATCH_RESTARTS, WRITER_CONFLICTS, WRITER_RETRIES
 from eipctl.kube.writer import SerializedWriter, WriterSettings
 from eipctl.sandbox.apiserver import ApiServer
+from polling import eventually
 
-from .emulator_helpers import CONFIGMAPS, NS, cm, persist, server_state, until
+from .emulator_helpers import CONFIGMAPS, NS, cm, persist, server_state
 
 
 def incr(obj: Obj) -> None:
@@ -104,7 +105,7 @@ async def test_informer_cache_converges_through_drops_and_gones(
                     apiserver.faults.force_gone(1)
                     apiserver.faults.drop_watches()
             want = await server_state(api, CONFIGMAPS)
-            await until(
+            await eventually(
                 lambda: (
                     {object_key(o): o["metadata"]["resourceVersion"] for o in inf.objects()} == want
                 )
@@ -139,7 +140,7 @@ async def test_writes_and_watches_converge_with_twenty_percent_errors(
                 await asyncio.gather(*(bump(i) for i in range(10)))
             apiserver.faults.error_rate = 0.0
             want = await server_state(api, CONFIGMAPS)
-            await until(
+            await eventually(
                 lambda: (
                     {object_key(o): o["metadata"]["resourceVersion"] for o in inf.objects()} == want
                 )
@@ -219,9 +220,9 @@ async def test_label_selector_informer_sees_objects_enter_and_leave_its_scope(
                 await inf.wait_synced()
             assert inf.keys() == ["default/a"]
             await api.patch(CONFIGMAPS, "b", {"metadata": {"labels": {"eipctl.io/node": "n1"}}}, NS)
-            await until(lambda: sorted(inf.keys()) == ["default/a", "default/b"])
+            await eventually(lambda: sorted(inf.keys()) == ["default/a", "default/b"])
             await api.patch(CONFIGMAPS, "a", {"metadata": {"labels": {"eipctl.io/node": "n3"}}}, NS)
-            await until(lambda: inf.keys() == ["default/b"])
+            await eventually(lambda: inf.keys() == ["default/b"])
             assert deleted == ["default/a"]
         finally:
             await inf.stop()

@@ -7,12 +7,8 @@ import ipaddress
 
 import pytest
 
-from eipctl.core.node_claims import (
-    ANNOTATION_SLOT,
-    LABEL_EXTERNAL_IP,
-    TAINT_NOT_ATTACHED,
-    NodeEdit,
-)
+from eipctl.core.naming import ANNOTATION_SLOT, LABEL_EXTERNAL_IP, TAINT_NOT_ATTACHED
+from eipctl.core.node_claims import NodeEdit
 from eipctl.core.resources import IpClaim
 from eipctl.nodeips import views as v
 

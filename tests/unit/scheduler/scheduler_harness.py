@@ -12,31 +12,19 @@ import asyncio
 import contextlib
 import dataclasses
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from eipctl.config import SchedulerSettings
-from eipctl.core.naming import claim_name_for
+from eipctl.core.naming import GROUP, claim_name_for
 from eipctl.kube.client import IPCLAIMS, KubeApi, connect
 from eipctl.kube.informer import Informer
 from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.process import Scheduler
+from polling import eventually
 
-GROUP = "eipctl.io"
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"
-
-
-async def eventually(
-    check: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01, what: str = ""
-) -> None:
-    """Poll ``check`` until true; fail after ``timeout`` seconds."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not check():
-                await asyncio.sleep(interval)
-    except TimeoutError:
-        raise AssertionError(f"not within {timeout}s: {what or check}") from None
 
 
 class SimNodes:
@@ -161,6 +149,20 @@ class PlacementLog:
     def moves(self, name: str) -> int:
         """How many times the claim's node changed (1 = placed once)."""
         return len(self.changes.get(name, [""])) - 1
+
+
+@contextlib.asynccontextmanager
+async def placement_log(kubeconfig: Path) -> AsyncIterator[PlacementLog]:
+    """A synced `PlacementLog` on a client of its own; both closed afterwards."""
+    api = await connect(str(kubeconfig))
+    log = PlacementLog(api)
+    log.informer.start()
+    try:
+        await log.informer.wait_synced()
+        yield log
+    finally:
+        await log.informer.stop()
+        await api.close()
 
 
 def settings(**overrides: Any) -> SchedulerSettings:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from eipctl.core.fields import Mutation, name_of
 from eipctl.scheduler import claims as c
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -26,7 +27,7 @@ def claim(node: str = "", phase: str = "", bound: str = "", **labels: str) -> di
     return obj
 
 
-def applied(obj: dict[str, Any], mutation: c.Mutation) -> dict[str, Any]:
+def applied(obj: dict[str, Any], mutation: Mutation) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     return mutation(out) or out
 
@@ -114,14 +115,14 @@ def test_per_node_changes() -> None:
         eligible={"p": frozenset({"n1", "n2"})},
     )
     first = per_node_changes([base], {}, snapshot)
-    assert [c.name_of(b) for b in first.create] == ["198-51-100-7.n1", "198-51-100-7.n2"]
+    assert [name_of(b) for b in first.create] == ["198-51-100-7.n1", "198-51-100-7.n2"]
     assert first.delete == ()
-    made = {c.name_of(b): b for b in first.create}
+    made = {name_of(b): b for b in first.create}
     assert per_node_changes([base], made, snapshot) == per_node_changes([], {}, snapshot)
     # no longer policy all: ours go, a hand-made nodeBound claim stays
     handmade = claim("n3")
     handmade["metadata"]["name"] = "198-51-100-7.n3"
     gone = per_node_changes([], {**made, "198-51-100-7.n3": handmade}, snapshot)
-    assert sorted(c.name_of(o) for o in gone.delete) == ["198-51-100-7.n1", "198-51-100-7.n2"]
+    assert sorted(name_of(o) for o in gone.delete) == ["198-51-100-7.n1", "198-51-100-7.n2"]
     assert c.is_per_node(handmade)
     assert not c.is_per_node(base)

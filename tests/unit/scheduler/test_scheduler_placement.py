@@ -7,17 +7,16 @@ from pathlib import Path
 
 from scheduler_harness import (
     GROUP,
-    PlacementLog,
     SimNodes,
     add_claims,
-    eventually,
     load,
+    placement_log,
     placements,
     scheduler,
 )
 
-from eipctl.kube.client import connect
 from eipctl.sandbox.apiserver import ApiServer
+from polling import eventually
 
 
 def claim(srv: ApiServer, name: str) -> dict:
@@ -214,18 +213,11 @@ async def test_claims_are_placed_once(srv: ApiServer, kubeconfig: Path, nodes: S
     for i in range(5):
         nodes.add(f"node-{i}")
     names = add_claims(srv, 300)
-    api = await connect(str(kubeconfig))
-    log = PlacementLog(api)
-    log.informer.start()
-    try:
-        async with scheduler(kubeconfig):
-            await eventually(lambda: all_placed(srv), timeout=30)
-            await eventually(lambda: all(log.moves(n) == 1 for n in names), timeout=5)
-            await log.caught_up(srv)
-            assert max(log.moves(n) for n in names) == 1
-    finally:
-        await log.informer.stop()
-        await api.close()
+    async with placement_log(kubeconfig) as log, scheduler(kubeconfig):
+        await eventually(lambda: all_placed(srv), timeout=30)
+        await eventually(lambda: all(log.moves(n) == 1 for n in names), timeout=5)
+        await log.caught_up(srv)
+        assert max(log.moves(n) for n in names) == 1
 
 
 async def test_stale_heartbeat_view_moves_nothing(
@@ -262,33 +254,27 @@ async def test_rebalance_evens_out_after_joins_within_its_budget(
     nodes.add("node-0")
     nodes.add("node-1")
     add_claims(srv, 20)
-    api = await connect(str(kubeconfig))
-    log = PlacementLog(api)
-    log.informer.start()
-    try:
-        async with scheduler(
-            kubeconfig, rebalance=True, rebalance_interval=0.4, rebalance_max_moves=2
-        ):
-            await eventually(lambda: all_placed(srv))
-            assert sorted(load(srv).values()) == [10, 10]
-            loop = asyncio.get_running_loop()
-            joined = loop.time()
-            nodes.add("node-2")
-            nodes.add("node-3")
-            await eventually(
-                lambda: sorted(load(srv).values()) == [5, 5, 5, 5],
-                timeout=15,
-                what="even after rebalancing",
-            )
-            took = loop.time() - joined
-            await log.caught_up(srv)
-            rebalanced = sum(log.moves(n) - 1 for n in log.changes)
-            assert rebalanced == 10  # exactly the moves needed, none back and forth
-            # at most 2 moves per 0.4 s interval: 10 moves need at least 4 intervals
-            assert took >= 4 * 0.4 - 0.05
-    finally:
-        await log.informer.stop()
-        await api.close()
+    async with (
+        placement_log(kubeconfig) as log,
+        scheduler(kubeconfig, rebalance=True, rebalance_interval=0.4, rebalance_max_moves=2),
+    ):
+        await eventually(lambda: all_placed(srv))
+        assert sorted(load(srv).values()) == [10, 10]
+        loop = asyncio.get_running_loop()
+        joined = loop.time()
+        nodes.add("node-2")
+        nodes.add("node-3")
+        await eventually(
+            lambda: sorted(load(srv).values()) == [5, 5, 5, 5],
+            timeout=15,
+            what="even after rebalancing",
+        )
+        took = loop.time() - joined
+        await log.caught_up(srv)
+        rebalanced = sum(log.moves(n) - 1 for n in log.changes)
+        assert rebalanced == 10  # exactly the moves needed, none back and forth
+        # at most 2 moves per 0.4 s interval: 10 moves need at least 4 intervals
+        assert took >= 4 * 0.4 - 0.05
 
 
 async def test_node_death_during_a_large_batch_is_handled_at_once(
@@ -297,30 +283,23 @@ async def test_node_death_during_a_large_batch_is_handled_at_once(
     for i in range(6):
         nodes.add(f"node-{i}")
     names = add_claims(srv, 600)
-    api = await connect(str(kubeconfig))
-    log = PlacementLog(api)
-    log.informer.start()
-    try:
-        async with scheduler(kubeconfig, node_timeout=0.3):
-            await eventually(
-                lambda: sum(1 for n in placements(srv).values() if n) >= 60,
-                timeout=20,
-                interval=0.002,
-            )
-            nodes.kill("node-3")
-            loop = asyncio.get_running_loop()
-            dead_at = nodes.last_beat["node-3"] + 0.3
-            await eventually(lambda: all_placed(srv), timeout=60)
-            await eventually(lambda: "node-3" not in load(srv), timeout=10)
-            emptied = loop.time()
-            counts = load(srv)
-            assert max(counts.values()) - min(counts.values()) <= 1
-            await log.caught_up(srv)
-            odd = {n: log.changes[n] for n in names if log.moves(n) not in (1, 2)}
-            assert not odd
-            odd = {n: log.changes[n] for n in names if log.changes[n][1:].count("node-3") > 1}
-            assert not odd
-            assert emptied - dead_at < 30
-    finally:
-        await log.informer.stop()
-        await api.close()
+    async with placement_log(kubeconfig) as log, scheduler(kubeconfig, node_timeout=0.3):
+        await eventually(
+            lambda: sum(1 for n in placements(srv).values() if n) >= 60,
+            timeout=20,
+            step=0.002,
+        )
+        nodes.kill("node-3")
+        loop = asyncio.get_running_loop()
+        dead_at = nodes.last_beat["node-3"] + 0.3
+        await eventually(lambda: all_placed(srv), timeout=60)
+        await eventually(lambda: "node-3" not in load(srv), timeout=10)
+        emptied = loop.time()
+        counts = load(srv)
+        assert max(counts.values()) - min(counts.values()) <= 1
+        await log.caught_up(srv)
+        odd = {n: log.changes[n] for n in names if log.moves(n) not in (1, 2)}
+        assert not odd
+        odd = {n: log.changes[n] for n in names if log.changes[n][1:].count("node-3") > 1}
+        assert not odd
+        assert emptied - dead_at < 30

@@ -6,29 +6,21 @@ import asyncio
 from pathlib import Path
 
 from scheduler_harness import (
-    PlacementLog,
     Running,
     SimNodes,
     add_claims,
-    eventually,
     load,
+    placement_log,
     placements,
     start_replica,
 )
 
-from eipctl.kube.client import connect
 from eipctl.sandbox.apiserver import ApiServer
+from polling import eventually
 
 
 async def start(kubeconfig: Path, identity: str, **overrides: object) -> Running:
     return await start_replica(kubeconfig, identity=identity, **overrides)
-
-
-async def watch_log(kubeconfig: Path) -> PlacementLog:
-    log = PlacementLog(await connect(str(kubeconfig)))
-    log.informer.start()
-    await log.informer.wait_synced()
-    return log
 
 
 async def test_two_replicas_place_once_and_the_standby_takes_over_fast(
@@ -37,37 +29,35 @@ async def test_two_replicas_place_once_and_the_standby_takes_over_fast(
     for i in range(5):
         nodes.add(f"node-{i}")
     names = add_claims(srv, 200)
-    log = await watch_log(kubeconfig)
-    a = await start(kubeconfig, "sched-a")
-    b = await start(kubeconfig, "sched-b")
-    try:
-        await eventually(lambda: all(placements(srv).values()), timeout=20)
-        await eventually(lambda: all(log.moves(n) == 1 for n in names), timeout=5)
-        assert a.leading != b.leading
-        leader, standby = (a, b) if a.leading else (b, a)
-        assert standby.scheduler.terms == 0
-        # the standby tracks heartbeats although it does not lead
-        assert standby.scheduler.liveness.known() == {f"node-{i}" for i in range(5)}
+    async with placement_log(kubeconfig) as log:
+        a = await start(kubeconfig, "sched-a")
+        b = await start(kubeconfig, "sched-b")
+        try:
+            await eventually(lambda: all(placements(srv).values()), timeout=20)
+            await eventually(lambda: all(log.moves(n) == 1 for n in names), timeout=5)
+            assert a.leading != b.leading
+            leader, standby = (a, b) if a.leading else (b, a)
+            assert standby.scheduler.terms == 0
+            # the standby tracks heartbeats although it does not lead
+            assert standby.scheduler.liveness.known() == {f"node-{i}" for i in range(5)}
 
-        # the node that "hosts" the leader dies together with it
-        victims = {n for n, node in placements(srv).items() if node == "node-2"}
-        loop = asyncio.get_running_loop()
-        nodes.kill("node-2")
-        await leader.crash()
-        last_beat = nodes.last_beat["node-2"]
-        await eventually(lambda: "node-2" not in load(srv), timeout=5, interval=0.005)
-        failover = loop.time() - last_beat
-        assert standby.leading
-        # lease 1 s (+ one retry period to notice) dominates the 0.5 s node timeout
-        assert failover < 2.0, failover
-        await eventually(lambda: all(log.moves(n) == 2 for n in victims), timeout=5)
-        assert all(log.moves(n) == 1 for n in set(names) - victims)
-    finally:
-        for r in (a, b):
-            if not r.task.done():
-                await r.stop()
-        await log.informer.stop()
-        await log.informer.api.close()  # type: ignore[attr-defined]
+            # the node that "hosts" the leader dies together with it
+            victims = {n for n, node in placements(srv).items() if node == "node-2"}
+            loop = asyncio.get_running_loop()
+            nodes.kill("node-2")
+            await leader.crash()
+            last_beat = nodes.last_beat["node-2"]
+            await eventually(lambda: "node-2" not in load(srv), timeout=5, step=0.005)
+            failover = loop.time() - last_beat
+            assert standby.leading
+            # lease 1 s (+ one retry period to notice) dominates the 0.5 s node timeout
+            assert failover < 2.0, failover
+            await eventually(lambda: all(log.moves(n) == 2 for n in victims), timeout=5)
+            assert all(log.moves(n) == 1 for n in set(names) - victims)
+        finally:
+            for r in (a, b):
+                if not r.task.done():
+                    await r.stop()
 
 
 async def test_scheduler_killed_while_placing_finishes_after_restart(
@@ -76,29 +66,27 @@ async def test_scheduler_killed_while_placing_finishes_after_restart(
     for i in range(10):
         nodes.add(f"node-{i}")
     names = add_claims(srv, 1000)
-    log = await watch_log(kubeconfig)
-    first = await start(kubeconfig, "sched-a")
-    second: Running | None = None
-    try:
-        await eventually(
-            lambda: sum(1 for n in placements(srv).values() if n) >= 150,
-            timeout=30,
-            interval=0.002,
-            what="part of the claims placed",
-        )
-        await first.crash()
-        placed_at_crash = sum(1 for n in placements(srv).values() if n)
-        assert placed_at_crash < 1000, "the crash came too late to test anything"
-        second = await start(kubeconfig, "sched-b")
-        await eventually(lambda: all(placements(srv).values()), timeout=60)
-        await eventually(lambda: all(log.moves(n) == 1 for n in names), timeout=5)
-        counts = load(srv)
-        assert max(counts.values()) - min(counts.values()) <= 1
-    finally:
-        if second is not None:
-            await second.stop()
-        await log.informer.stop()
-        await log.informer.api.close()  # type: ignore[attr-defined]
+    async with placement_log(kubeconfig) as log:
+        first = await start(kubeconfig, "sched-a")
+        second: Running | None = None
+        try:
+            await eventually(
+                lambda: sum(1 for n in placements(srv).values() if n) >= 150,
+                timeout=30,
+                step=0.002,
+                what="part of the claims placed",
+            )
+            await first.crash()
+            placed_at_crash = sum(1 for n in placements(srv).values() if n)
+            assert placed_at_crash < 1000, "the crash came too late to test anything"
+            second = await start(kubeconfig, "sched-b")
+            await eventually(lambda: all(placements(srv).values()), timeout=60)
+            await eventually(lambda: all(log.moves(n) == 1 for n in names), timeout=5)
+            counts = load(srv)
+            assert max(counts.values()) - min(counts.values()) <= 1
+        finally:
+            if second is not None:
+                await second.stop()
 
 
 async def test_without_leader_election_it_acts_alone(

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scheduler_harness import GROUP, SimNodes, add_claims, eventually, make_claim, scheduler
+from scheduler_harness import GROUP, SimNodes, add_claims, make_claim, scheduler
 
 from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.service_claims import ServiceIndex, service_ips
+from polling import eventually
 
 
 def service(

@@ -1,0 +1,53 @@
+"""Announcements in the background: one task per address on a link.
+
+Announcing takes a while (several gratuitous ARPs / NAs spaced apart), so a pass starts it and
+moves on. Adding the address again replaces its task; removing the address cancels it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from eipctl.net.errors import NetError
+from eipctl.net.link import Announcer, IPAddress
+
+from .metrics import NET_ERRORS
+
+log = structlog.get_logger(__name__)
+
+
+class Announcements:
+    def __init__(self, announcer: Announcer) -> None:
+        self._announcer = announcer
+        self._tasks: dict[tuple[str, IPAddress], asyncio.Task[None]] = {}
+
+    def start(self, link: str, ip: IPAddress, claim: str) -> None:
+        """Announce `ip` on `link` (for `claim`), replacing an announcement still running."""
+        self.stop(link, ip)
+        task = asyncio.create_task(self._announce(link, ip, claim), name=f"announce-{ip}")
+        self._tasks[(link, ip)] = task
+        task.add_done_callback(lambda t: self._forget((link, ip), t))
+
+    def stop(self, link: str, ip: IPAddress) -> None:
+        task = self._tasks.pop((link, ip), None)
+        if task is not None:
+            task.cancel()
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _forget(self, key: tuple[str, IPAddress], task: asyncio.Task[None]) -> None:
+        if self._tasks.get(key) is task:
+            del self._tasks[key]
+
+    async def _announce(self, link: str, ip: IPAddress, claim: str) -> None:
+        try:
+            await self._announcer(link, ip)
+        except NetError as exc:
+            NET_ERRORS.labels("announce").inc()
+            log.warning("address.announce.failed", claim=claim, ip=str(ip), error=str(exc))

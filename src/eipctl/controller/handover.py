@@ -1,0 +1,66 @@
+"""Make before break: an address whose claim moved to another node stays until that node
+reports it Bound, so a move (or this controller's restart) never leaves a gap in which nobody
+answers.
+
+The address is no longer renewed meanwhile, and it is held for at most one
+--address-lifetime, so a new holder that never binds cannot keep it here for long; fencing
+and releases never wait for this.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from eipctl.core.addresses import Address
+from eipctl.core.naming import claim_name_for
+from eipctl.kube.client import Obj
+
+log = structlog.get_logger(__name__)
+
+ClaimLookup = Callable[[str], Awaitable[Obj | None]]
+"""A fresh read of one claim by name (None if it does not exist)."""
+
+
+class Handover:
+    def __init__(
+        self,
+        node: str,
+        lookup: ClaimLookup | None,
+        max_hold: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._node = node
+        self._lookup = lookup
+        self._max_hold = max_hold
+        self._clock = clock
+        self._since: dict[Address, float] = {}
+
+    async def waiting(self, addr: Address) -> bool:
+        """True while `addr` must stay on the link for its claim's new node to bind it."""
+        if self._lookup is None:
+            return False
+        now = self._clock()
+        since = self._since.setdefault(addr, now)
+        if now - since >= self._max_hold:
+            self._since.pop(addr, None)
+            return False
+        try:
+            obj = await self._lookup(claim_name_for(addr.ip))
+        except Exception as exc:  # cannot tell: do not hold on a guess
+            log.info("handover.lookup.failed", address=str(addr), error=repr(exc))
+            return False
+        new_node = str(((obj or {}).get("spec") or {}).get("nodeName") or "")
+        status = (obj or {}).get("status") or {}
+        if (
+            obj is None  # the claim is gone: the IP is released
+            or not new_node
+            or new_node == self._node
+            or (status.get("phase") == "Bound" and status.get("boundNode") == new_node)
+        ):
+            self._since.pop(addr, None)
+            return False
+        log.info("address.handover.waiting", address=str(addr), new_node=new_node)
+        return True
