@@ -212,6 +212,8 @@ class Scheduler:
             await run_workers(queue, handle, workers=s.workers, drain_timeout=0.1)
         finally:
             await placer.close()
+            # a deposed leader's queued writes must not land after the new leader acts
+            await writer.close()
             self._passes_before += placer.passes
             self.queue = None
             self.placer = None
