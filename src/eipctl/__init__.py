@@ -6,7 +6,3 @@ try:
     __version__ = version("eipctl")
 except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+src"
-
-GROUP = "eipctl.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
