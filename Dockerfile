@@ -4,6 +4,8 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
+# src/eipctl/crds links to deploy/crds: the wheel carries the CRDs for the sandbox
+COPY deploy/crds ./deploy/crds
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim
