@@ -14,6 +14,7 @@ from . import discovery
 from .errors import ApiError, status_body
 from .faults import Faults
 from .handlers import Handlers, error_response, json_response
+from .rbac import Rbac
 from .store import Store
 
 log = structlog.get_logger(__name__)
@@ -34,11 +35,13 @@ class Routes:
         faults: Faults,
         token: str | None,
         restart: Callable[[], Awaitable[None]],
+        rbac: Rbac | None = None,
     ) -> None:
         self.store = store
         self.faults = faults
         self.token = token
         self.restart = restart
+        self.rbac = rbac
         self.handlers = Handlers(store, faults)
         self.server_address = ""
 
@@ -46,7 +49,16 @@ class Routes:
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Faults and auth for API paths (never the admin path); ApiError -> Status."""
         if not request.path.startswith(ADMIN_PREFIX):
-            if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
+            if self.rbac is not None:  # RBAC mode: rbac.py
+                refused = self.rbac.check(
+                    request.method,
+                    request.path,
+                    request.query,
+                    request.headers.get("Authorization"),
+                )
+                if refused is not None:
+                    return error_response(refused)
+            elif self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
                 return json_response(status_body(401, "Unauthorized", "Unauthorized"), 401)
             code = await self.faults.before_request()
             if code is not None:

@@ -25,6 +25,8 @@ log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
 ObjList = list[Obj]  # aliases: Store.list shadows the builtin in the subclass
 WatcherList = list[Watcher]
+AdmissionHook = Callable[[str, ResourceType, Obj, Obj | None, str | None, bool], None]
+"""(operation, type, new object, old object, subresource, dry run); raises ApiError to deny."""
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -46,6 +48,7 @@ class Engine:
         self.revision = 1
         self.hub = WatchHub(history_window)
         self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+        self.admission: AdmissionHook | None = None  # see admission.py
         ns_type = self.registry.lookup("", "v1", "namespaces")
         for ns in DEFAULT_NAMESPACES:
             self.create_object(ns_type, "", {"metadata": {"name": ns}})
@@ -146,6 +149,8 @@ class Engine:
         if strategies.has_generation(rt):
             meta["generation"] = 1
         strategies.prepare_create(rt, obj, self)
+        if self.admission is not None:
+            self.admission("CREATE", rt, obj, None, None, dry_run)
         if dry_run:
             return obj
         rv = self._next_rv()
@@ -238,6 +243,8 @@ class Engine:
         strategies.prepare_update(rt, new, old, subresource)
         if "generation" in old_meta and strategies.spec_changed(new, old):
             new["metadata"]["generation"] = old_meta["generation"] + 1
+        if self.admission is not None:
+            self.admission("UPDATE", rt, new, old, subresource, dry_run)
         if new == old or dry_run:
             return old if new == old else new
         return self._commit_update(rt, namespace, name, new, old)

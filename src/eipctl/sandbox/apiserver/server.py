@@ -8,7 +8,7 @@ import contextlib
 import socket
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import yaml
@@ -16,8 +16,12 @@ from aiohttp import web
 
 from .app import Routes, make_app
 from .faults import Faults
+from .rbac import Rbac
 from .store import Store
 from .tls import ServingCert, make_serving_cert
+
+if TYPE_CHECKING:
+    from .admission import PolicyEvaluator
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +44,9 @@ class ApiServer:
         token: str | None = None,
         shutdown_timeout: float = 1.0,
         tls: bool = False,
+        *,
+        rbac: bool = False,
+        admission: bool = False,
     ) -> None:
         self.store = Store(history_window)
         self.faults = Faults(self.store.close_watchers)
@@ -50,7 +57,21 @@ class ApiServer:
         self._cert: ServingCert | None = None
         self.host = "127.0.0.1"
         self.port = 0
-        self._routes = Routes(self.store, self.faults, token, self.restart)
+        self.rbac: Rbac | None = None
+        self.admission: PolicyEvaluator | None = None
+        if rbac:  # docs/emulator.md, "RBAC and admission"
+            self.rbac = Rbac(self.store, admin_token=token)
+            self.token = self.rbac.admin_token
+        if admission:
+            if self.rbac is None:
+                raise ValueError("admission=True needs rbac=True: policies judge the user")
+            from .admission import PolicyEvaluator
+
+            self.admission = PolicyEvaluator(self.store)
+            self.store.admission = self.admission.admit
+        self._routes = Routes(
+            self.store, self.faults, None if rbac else token, self.restart, rbac=self.rbac
+        )
         self._runner: web.AppRunner | None = None
         self._bookmarks: asyncio.Task[None] | None = None
 
@@ -123,10 +144,14 @@ class ApiServer:
         await self.stop()
 
     def kubeconfig(
-        self, context: str = "eipctl-sandbox", namespace: str = "default"
+        self,
+        context: str = "eipctl-sandbox",
+        namespace: str = "default",
+        token: str | None = None,
     ) -> dict[str, Any]:
-        """A kubeconfig dict pointing at this server."""
-        user: dict[str, Any] = {"token": self.token} if self.token else {}
+        """A kubeconfig dict pointing at this server (as `token`'s user, default the admin)."""
+        token = token or self.token
+        user: dict[str, Any] = {"token": token} if token else {}
         cluster: dict[str, Any] = {"server": self.url}
         if self._cert is not None:
             cluster["certificate-authority-data"] = base64.b64encode(self._cert.cert_pem).decode()
@@ -145,11 +170,13 @@ class ApiServer:
             "preferences": {},
         }
 
-    def write_kubeconfig(self, path: str | Path, context: str = "eipctl-sandbox") -> Path:
+    def write_kubeconfig(
+        self, path: str | Path, context: str = "eipctl-sandbox", token: str | None = None
+    ) -> Path:
         """Write a kubeconfig usable by kubectl and kubernetes_asyncio; returns the path."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(yaml.safe_dump(self.kubeconfig(context), sort_keys=False))
+        p.write_text(yaml.safe_dump(self.kubeconfig(context, token=token), sort_keys=False))
         p.chmod(0o600)
         return p
 

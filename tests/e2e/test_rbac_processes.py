@@ -1,0 +1,520 @@
+"""deploy/rbac/ and deploy/policy/ are enough for eipctl, and no more than it needs.
+
+The emulator runs in RBAC mode with admission: every request must carry a token, is
+authorized against the Roles and bindings of deploy/ as Kubernetes would, and the
+controllers' writes go through the own-node ValidatingAdmissionPolicy. Then the real
+allocator, scheduler and two node controllers run, each with a token of its own
+ServiceAccount (the controllers' tokens carry their node's name, as bound tokens do), through
+a whole story: allocate, place, bind, a hand-set external IP, a node dying and its claim
+moving, a release. The emulator must have refused nothing. A second test shows what each
+account is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from eipctl.allocator.process import run as run_allocator
+from eipctl.cli.values import parse_bind_address
+from eipctl.config import AllocatorSettings, SchedulerSettings
+from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.core.naming import LABEL_AUTO_ASSIGN, LABEL_EXTERNAL_IP, claim_name_for
+from eipctl.health import Health
+from eipctl.kube.client import (
+    EVENTS,
+    IPCLAIMPOOLS,
+    IPCLAIMS,
+    IPNODES,
+    LEASES,
+    NODES,
+    SERVICES,
+    KubeApi,
+    Obj,
+    connect,
+)
+from eipctl.kube.errors import Forbidden, Invalid, NotFound
+from eipctl.net.memory import MemoryLinkBackend, Segment
+from eipctl.nodeips.process import run as run_nodeips
+from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.sandbox.apiserver import ApiServer
+from eipctl.scheduler.process import run as run_scheduler
+
+pytest.importorskip("celpy")
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+NS = "eipctl-system"
+NODES_ = ("node-a", "node-b")
+STORAGE = {
+    "Namespace": ("", "namespaces"),
+    "CustomResourceDefinition": ("apiextensions.k8s.io", "customresourcedefinitions"),
+    "ServiceAccount": ("", "serviceaccounts"),
+    "ConfigMap": ("", "configmaps"),
+    "ClusterRole": ("rbac.authorization.k8s.io", "clusterroles"),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io", "clusterrolebindings"),
+    "Role": ("rbac.authorization.k8s.io", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"),
+    "Deployment": ("apps", "deployments"),
+    "DaemonSet": ("apps", "daemonsets"),
+    "ValidatingAdmissionPolicy": ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+    "ValidatingAdmissionPolicyBinding": (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+    ),
+}
+OFF = parse_bind_address("0")
+# test timings: the controllers' node-timeout stays <= the scheduler's (docs/controller.md)
+CONTROLLER = {
+    "heartbeat_interval": 0.05,
+    "node_timeout": 0.4,
+    "resync_interval": 0.5,
+    "address_lifetime": 2.0,
+    "restart_grace": 0.3,  # a clean stop writes status.restartGraceSeconds: judged too
+}
+SCHEDULER_NODE_TIMEOUT = 0.6
+
+
+def install(srv: ApiServer) -> None:
+    """What deploy/ and the nodeips add-on list, in their order, as the cluster admin would."""
+    for root in (DEPLOY, DEPLOY / "workloads" / "nodeips"):
+        kustomization = yaml.safe_load((root / "kustomization.yaml").read_text())
+        for resource in kustomization["resources"]:
+            for doc in yaml.safe_load_all((root / resource).read_text()):
+                if doc:
+                    group, plural = STORAGE[doc["kind"]]
+                    srv.store.create(group, plural, doc, doc["metadata"].get("namespace", ""))
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 20.0) -> Any:
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                value = await check()
+                if value:
+                    return value
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout}s: {what}") from None
+
+
+async def find(api: KubeApi, ref: Any, name: str, namespace: str | None = None) -> Obj | None:
+    try:
+        return await api.get(ref, name, namespace)
+    except NotFound:
+        return None
+
+
+class Cluster:
+    """The emulator in RBAC + admission mode with deploy/ installed, and clients per account."""
+
+    def __init__(self, srv: ApiServer, tmp_path: Path) -> None:
+        self.srv = srv
+        self.tmp_path = tmp_path
+        self.clients: list[KubeApi] = []
+        self.admin: KubeApi | None = None
+
+    @property
+    def rbac(self) -> Any:
+        assert self.srv.rbac is not None
+        return self.srv.rbac
+
+    def kubeconfig(self, account: str, node: str = "") -> Path:
+        token = self.rbac.service_account_token(NS, account, node=node)
+        tag = f"{account}-{node}" if node else account
+        return self.srv.write_kubeconfig(self.tmp_path / f"kubeconfig-{tag}", token=token)
+
+    async def client(self, account: str, node: str = "") -> KubeApi:
+        api = await connect(str(self.kubeconfig(account, node)))
+        self.clients.append(api)
+        return api
+
+    async def close(self) -> None:
+        for api in self.clients:
+            await api.close()
+
+
+@pytest_asyncio.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    srv = ApiServer(history_window=5000, bookmark_interval=0.5, rbac=True, admission=True)
+    await srv.start()
+    c = Cluster(srv, tmp_path)
+    try:
+        install(srv)
+        for node in NODES_:
+            srv.store.create("", "nodes", {"metadata": {"name": node, "labels": {"zone": "z1"}}})
+        c.admin = await connect(str(srv.write_kubeconfig(tmp_path / "kubeconfig-admin")))
+        c.clients.append(c.admin)
+        yield c
+    finally:
+        await c.close()
+        await srv.stop()
+
+
+@contextlib.asynccontextmanager
+async def running(main: Awaitable[None], stop: asyncio.Event) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.ensure_future(main)
+    try:
+        yield task
+    finally:
+        stop.set()
+        async with asyncio.timeout(10):
+            await task
+
+
+class Node:
+    """One node's controller on its own in-memory link, all links on one segment."""
+
+    def __init__(self, name: str, api: KubeApi, segment: Segment) -> None:
+        self.name = name
+        self.backend = MemoryLinkBackend()
+        self.backend.create_link("eth0", segment=segment)
+        self.controller = NodeController(
+            NodeSettings(node=name, link="eth0", **CONTROLLER),
+            api=api,
+            heartbeat_api=api,
+            backend=self.backend,
+            announcer=self._announce,
+            prober=self._probe,
+        )
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def _announce(self, link: str, address: Any, /) -> int:
+        return await self.backend.announce(link, address, count=1)
+
+    async def _probe(self, link: str, address: Any, /) -> Any:
+        return await self.backend.probe(link, address)
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.controller.run(self.stop))
+
+    async def halt(self) -> None:
+        self.stop.set()
+        if self.task is not None:
+            async with asyncio.timeout(10):
+                await self.task
+            self.task = None
+
+
+async def claim_phase(api: KubeApi, name: str) -> tuple[str, str] | None:
+    claim = await find(api, IPCLAIMS, name)
+    if claim is None:
+        return None
+    status = claim.get("status") or {}
+    return str(status.get("phase", "")), str(status.get("boundNode", ""))
+
+
+async def test_each_process_does_its_whole_job_with_its_own_service_account(
+    cluster: Cluster,
+) -> None:
+    admin = cluster.admin
+    assert admin is not None
+    stop_alloc, stop_sched, stop_nodeips = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    health = {"allocator": Health(), "scheduler": Health(), "nodeips": Health()}
+    for h in health.values():
+        await h.start(OFF, OFF)  # the event-loop watchdog only: no ports
+    allocator = run_allocator(
+        AllocatorSettings(
+            kubeconfig=str(cluster.kubeconfig("eipctl-allocator")),
+            identity="allocator-0",
+            lease_namespace=NS,
+            metrics_bind_address=OFF,
+            health_probe_bind_address=OFF,
+        ),
+        health=health["allocator"],
+        stop=stop_alloc,
+    )
+    scheduler = run_scheduler(
+        SchedulerSettings(
+            kubeconfig=str(cluster.kubeconfig("eipctl-scheduler")),
+            identity="scheduler-0",
+            lease_namespace=NS,
+            node_timeout=SCHEDULER_NODE_TIMEOUT,
+            orphan_grace_period=0.5,
+            metrics_bind_address=OFF,
+            health_probe_bind_address=OFF,
+        ),
+        health=health["scheduler"],
+        stop=stop_sched,
+    )
+    nodeips = run_nodeips(
+        NodeIpsSettings(
+            kubeconfig=str(cluster.kubeconfig("eipctl-nodeips")),
+            identity="nodeips-0",
+            lease_namespace=NS,
+            default_node_pool="pool-n",
+            metrics_bind_address=OFF,
+            health_probe_bind_address=OFF,
+        ),
+        health=health["nodeips"],
+        stop=stop_nodeips,
+    )
+    segment = Segment()
+    nodes = {n: Node(n, await cluster.client("eipctl-controller", node=n), segment) for n in NODES_}
+    for node in nodes.values():
+        node.start()
+    try:
+        async with (
+            running(allocator, stop_alloc),
+            running(scheduler, stop_sched),
+            running(nodeips, stop_nodeips),
+        ):
+            await admin.create(
+                IPCLAIMPOOLS,
+                {
+                    "metadata": {"name": "pool-a"},
+                    "spec": {"cidr": "203.0.113.0/28", "autoAssign": True, "allowManual": True},
+                },
+            )
+            # node IPs (nodeips): node-a asks for one from pool-n
+            await admin.create(
+                IPCLAIMPOOLS,
+                {"metadata": {"name": "pool-n"}, "spec": {"cidr": "198.51.100.0/28"}},
+            )
+            node_a = await admin.get(NODES, "node-a")
+            node_a["metadata"]["labels"][LABEL_AUTO_ASSIGN] = "true"
+            await admin.replace(NODES, node_a)
+            await admin.create(
+                SERVICES,
+                {
+                    "metadata": {"name": "web", "annotations": {"external-ip": "auto"}},
+                    "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+                },
+                "default",
+            )
+            await admin.create(
+                SERVICES,
+                {
+                    "metadata": {"name": "manual"},
+                    "spec": {"ports": [{"port": 80}], "externalIPs": ["203.0.113.9"]},
+                },
+                "default",
+            )
+
+            async def web_ip() -> str | None:
+                svc = await admin.get(SERVICES, "web", "default")
+                ips = (svc.get("spec") or {}).get("externalIPs") or []
+                ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress")
+                return str(ips[0]) if ips and ingress else None
+
+            ip = await eventually(web_ip, "the allocator gives web an IP (spec and status)")
+            web_claim = claim_name_for(ip)
+            manual_claim = claim_name_for("203.0.113.9")
+
+            async def bound(name: str) -> str | None:
+                got = await claim_phase(admin, name)
+                return got[1] if got and got[0] == "Bound" else None
+
+            holder = await eventually(lambda: bound(web_claim), "web's claim Bound")
+            await eventually(lambda: bound(manual_claim), "the hand-set IP's claim Bound")
+
+            async def pool_ready() -> bool:
+                pool = await admin.get(IPCLAIMPOOLS, "pool-a")
+                return any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (pool.get("status") or {}).get("conditions") or []
+                )
+
+            await eventually(pool_ready, "the allocator writes pool status")
+
+            async def node_ip() -> str | None:
+                labels = (await admin.get(NODES, "node-a"))["metadata"].get("labels") or {}
+                return labels.get(LABEL_EXTERNAL_IP)
+
+            node_a_ip = await eventually(node_ip, "nodeips labels node-a with its bound IP")
+            assert await bound(claim_name_for(node_a_ip)) == "node-a"
+            for node in NODES_:
+                ipnode = await admin.get(IPNODES, node)
+                assert ipnode["metadata"]["labels"] == {"zone": "z1"}  # read from the Node
+                assert int((ipnode.get("status") or {}).get("heartbeat") or 0) > 0
+
+            # the probes pass, and check what docs/operations.md says each registers
+            for process, h in health.items():
+                assert h.failing("live") == [] and h.failing("ready") == []
+                registered = (sorted(h._live), sorted(h._ready))  # no public listing
+                assert registered == documented_checks(process)
+            assert all(n.controller.live() and n.controller.ready() for n in nodes.values())
+
+            # the pool stops covering web's IP: the allocator keeps it, marked InPool=False
+            pool = await admin.get(IPCLAIMPOOLS, "pool-a")
+            pool["spec"]["exclude"] = [ip]
+            await admin.replace(IPCLAIMPOOLS, pool)
+
+            async def marked() -> bool:
+                claim = await admin.get(IPCLAIMS, web_claim)
+                return any(
+                    c.get("type") == "InPool" and c.get("status") == "False"
+                    for c in (claim.get("status") or {}).get("conditions") or []
+                )
+
+            await eventually(marked, "the allocator marks the kept claim out of its pool")
+
+            # the holder dies: the scheduler moves the claim, the other controller takes it
+            await nodes[holder].halt()
+            other = next(n for n in NODES_ if n != holder)
+            await eventually(
+                lambda: _equals(bound(web_claim), other), f"web's claim Bound on {other}"
+            )
+
+            # the node comes back, and the survivor stops being eligible for the pool: the
+            # claim moves between two live nodes (the old holder keeps the address until the
+            # new one reports Bound, reading the claim that left its cache)
+            nodes[holder] = Node(
+                holder, await cluster.client("eipctl-controller", node=holder), segment
+            )
+            nodes[holder].start()
+            await eventually(
+                lambda: _is_true(nodes[holder].controller.ready), f"{holder} registered again"
+            )
+            node_obj = await admin.get(NODES, other)
+            node_obj["metadata"]["labels"] = {"zone": "z2"}
+            await admin.replace(NODES, node_obj)
+            pool = await admin.get(IPCLAIMPOOLS, "pool-a")
+            pool["spec"]["nodeSelector"] = {"matchLabels": {"zone": "z1"}}
+            await admin.replace(IPCLAIMPOOLS, pool)
+            await eventually(
+                lambda: _equals(bound(web_claim), holder), f"web's claim back on {holder}"
+            )
+
+            # the Services go: the allocator releases its claim, the scheduler the orphan
+            await admin.delete(SERVICES, "web", "default")
+            await admin.delete(SERVICES, "manual", "default")
+            await eventually(
+                lambda: _is_none(find(admin, IPCLAIMS, web_claim)), "web's claim released"
+            )
+            await eventually(
+                lambda: _is_none(find(admin, IPCLAIMS, manual_claim)), "the orphan deleted"
+            )
+            leases = {
+                lease["metadata"]["name"]: lease["spec"].get("holderIdentity")
+                for lease in (await admin.list(LEASES, NS)).items
+            }
+            assert leases == {
+                "eipctl-allocator": "allocator-0",
+                "eipctl-scheduler": "scheduler-0",
+                "eipctl-nodeips": "nodeips-0",
+            }
+    finally:
+        for node in nodes.values():
+            await node.halt()
+        for h in health.values():
+            await h.stop()
+
+    events = (await admin.list(EVENTS)).items
+    reasons = {(e.get("reportingComponent"), e.get("reason")) for e in events}
+    assert ("eipctl-scheduler", "Placed") in reasons  # Events are posted with its token too
+    assert ("eipctl-scheduler", "NodeDead") in reasons
+    undocumented = {r for _, r in reasons} - documented_event_reasons()
+    assert undocumented == set(), f"add to docs/operations.md, Event reasons: {undocumented}"
+    assert cluster.rbac.denials == [], [d.message for d in cluster.rbac.denials]
+    assert cluster.srv.admission is not None
+    assert cluster.srv.admission.denials == []
+    assert cluster.srv.admission.applied > 0  # the controllers' writes were judged
+
+
+def documented_checks(process: str) -> tuple[list[str], list[str]]:
+    """(liveness, readiness) check names in docs/operations.md's health table row."""
+    text = (REPO / "docs" / "operations.md").read_text()
+    section = text.split("## Health endpoints", 1)[1].split("\n## ", 1)[0]
+    (row,) = [line for line in section.splitlines() if line.startswith(f"| {process} ")]
+    cells = row.split("|")
+    names = [sorted(re.findall(r"`([a-z][a-z-]*)`", cell)) for cell in cells[2:4]]
+    return names[0], names[1]
+
+
+def documented_event_reasons() -> set[str]:
+    """The reasons in the first column of docs/operations.md's "Event reasons" table."""
+    text = (REPO / "docs" / "operations.md").read_text()
+    section = text.split("### Event reasons", 1)[1].split("\n#", 1)[0]
+    return {
+        reason
+        for line in section.splitlines()
+        if line.startswith("| `")
+        for reason in re.findall(r"`([A-Za-z]+)`", line.split("|")[1])
+    }
+
+
+async def _is_true(check: Callable[[], bool]) -> bool:
+    return check()
+
+
+async def _equals(value: Awaitable[Any], expected: Any) -> bool:
+    return bool(await value == expected)
+
+
+async def _is_none(value: Awaitable[Any]) -> bool:
+    return await value is None
+
+
+async def test_what_each_account_is_refused(cluster: Cluster) -> None:
+    admin = cluster.admin
+    assert admin is not None
+    await admin.create(
+        SERVICES, {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}, "default"
+    )
+    for node in NODES_:
+        await admin.create(IPNODES, {"metadata": {"name": node}, "spec": {"link": "eth0"}})
+    await admin.create(
+        IPCLAIMS,
+        {"metadata": {"name": "203-0-113-2"}, "spec": {"ip": "203.0.113.2", "nodeName": "node-b"}},
+    )
+    ctl = await cluster.client("eipctl-controller", node="node-a")
+    svc = await admin.get(SERVICES, "web", "default")
+
+    with pytest.raises(Forbidden) as refused:
+        await ctl.replace(SERVICES, svc)
+    assert refused.value.status == 403
+    assert 'cannot update resource "services"' in refused.value.message
+    with pytest.raises(Forbidden) as refused:
+        await ctl.create(
+            IPCLAIMS, {"metadata": {"name": "203-0-113-3"}, "spec": {"ip": "203.0.113.3"}}
+        )
+    assert refused.value.status == 403
+    with pytest.raises(Forbidden) as refused:
+        await ctl.delete(IPCLAIMS, "203-0-113-2")
+    assert refused.value.status == 403
+    with pytest.raises(Forbidden):  # not even the main resource of a claim on its own node
+        await ctl.patch(IPCLAIMS, "203-0-113-2", {"spec": {"nodeName": "node-a"}})
+    # allowed by RBAC, refused by the own-node policy
+    with pytest.raises(Invalid) as invalid:
+        await ctl.patch(IPNODES, "node-b", {"status": {"heartbeat": 99}}, sub="status")
+    assert "a controller may only write its own IpNode" in invalid.value.message
+    claim = await ctl.get(IPCLAIMS, "203-0-113-2")  # as the controller writes status: PUT
+    claim["status"] = {"phase": "Bound", "boundNode": "node-a"}
+    with pytest.raises(Invalid) as invalid:
+        await ctl.replace(IPCLAIMS, claim, sub="status")
+    assert "claims placed on its own node" in invalid.value.message
+    with pytest.raises(Forbidden):  # and only that way
+        await ctl.patch(IPCLAIMS, "203-0-113-2", {"status": {"phase": "Bound"}}, sub="status")
+    await ctl.patch(IPNODES, "node-a", {"status": {"heartbeat": 1}}, sub="status")  # its own
+
+    sched = await cluster.client("eipctl-scheduler")
+    with pytest.raises(Forbidden):
+        await sched.replace(SERVICES, svc)
+    with pytest.raises(Forbidden):
+        await sched.patch(IPNODES, "node-a", {"status": {"heartbeat": 2}}, sub="status")
+    with pytest.raises(Forbidden):  # the allocator's Lease is not the scheduler's
+        await sched.get(LEASES, "eipctl-allocator", NS)
+
+    alloc = await cluster.client("eipctl-allocator")
+    with pytest.raises(Forbidden):
+        await alloc.patch(IPNODES, "node-a", {"metadata": {"labels": {"a": "b"}}})
+    with pytest.raises(Forbidden):
+        await alloc.get(NODES, "node-a")
+    with pytest.raises(Forbidden):
+        await alloc.get(LEASES, "eipctl-scheduler", NS)
+    nodeips = await cluster.client("eipctl-nodeips")
+    with pytest.raises(Forbidden):
+        await nodeips.replace(SERVICES, svc)
+    with pytest.raises(Forbidden):
+        await nodeips.patch(IPNODES, "node-a", {"metadata": {"labels": {"a": "b"}}})
+    assert (await admin.get(IPNODES, "node-b")).get("status") is None
