@@ -1,0 +1,251 @@
+"""Soak: random faults, and after every iteration the checks a user would make from outside.
+
+Faults (one or two per iteration, chosen at random): a controller SIGKILLed or SIGSTOPped
+for a while, a node killed (controller SIGKILLed, link down) and revived, a node cut off
+from the API for a while, the scheduler or allocator leader SIGKILLed (restarted as its
+Deployment would), every watch dropped, the API server restarted, Services created and
+deleted. After each iteration every fault is healed and, within a settle timeout:
+
+- every Service holds exactly one external IP, the same as before unless it was new;
+- no IP is recorded by two claims, and each Service's claim is Bound on a live node;
+- exactly one MAC answers ARP for each IP, it is that node's, and the client's TCP connection
+  to the IP is answered by that node.
+
+Prints iterations, faults by kind, duplicates (must be 0) and lost Services (must be 0);
+exits 1 if either is not 0. Run as root:
+
+    python benchmarks/soak.py --iterations 40 --time-limit 900 [--seed N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+
+from testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
+from testbed.checks import bound, ips_held_twice
+from testbed.figures import machine, skip_unless_root
+
+
+class Soak:
+    def __init__(self, bed: LocalBed, rng: random.Random, services: int) -> None:
+        self.bed = bed
+        self.rng = rng
+        self.target_services = services
+        self.faults: collections.Counter[str] = collections.Counter()
+        self.ip_of: dict[str, str] = {}  # Service -> the IP it was given
+        self.serial = 0
+        self.duplicates: list[str] = []
+        self.lost: list[str] = []
+        self.ip_changes: list[str] = []
+        self.settle_times: list[float] = []
+        self.double_answers: list[tuple[float, str]] = []  # (seconds, ip) seen during faults
+
+    # ---- faults ----
+
+    def fault(self) -> str:
+        bed, rng = self.bed, self.rng
+        kind = rng.choice(
+            [
+                "controller-sigkill",
+                "controller-sigstop",
+                "node-kill",
+                "api-cut",
+                "scheduler-leader-kill",
+                "allocator-leader-kill",
+                "drop-watches",
+                "api-restart",
+                "services-create",
+                "services-delete",
+            ]
+        )
+        node = rng.choice(bed.live_nodes) if bed.live_nodes else None
+        pause = rng.uniform(0.3, 3.0)
+        if kind == "controller-sigkill" and node:
+            bed.controllers[node].kill()
+            time.sleep(pause)
+            bed.controllers[node].start()
+        elif kind == "controller-sigstop" and node:
+            bed.freeze_controller(node)
+            time.sleep(pause)
+            bed.thaw_controller(node)
+        elif kind == "node-kill" and node and len(bed.live_nodes) > 1:
+            bed.kill_node(node)
+            time.sleep(pause)
+            bed.revive_node(node)
+        elif kind == "api-cut" and node:
+            bed.cut_from_api(node)
+            time.sleep(pause)
+            bed.reconnect_to_api(node)
+        elif kind in ("scheduler-leader-kill", "allocator-leader-kill"):
+            leader = bed.leader(kind.split("-")[0])
+            leader.kill()
+            self.churn(rng.randint(0, 2))
+            time.sleep(pause)
+            leader.start()
+        elif kind == "drop-watches":
+            self.churn(rng.randint(0, 2))
+            bed.drop_watches()
+        elif kind == "api-restart":
+            self.churn(rng.randint(0, 2))
+            bed.restart_api()
+        elif kind == "services-create":
+            self.create(min(rng.randint(1, 3), self.target_services * 3 // 2 - len(self.ip_of)))
+        elif kind == "services-delete":
+            self.delete(min(rng.randint(1, 2), len(self.ip_of) - self.target_services // 2))
+        else:
+            return "skipped"
+        self.faults[kind] += 1
+        return kind
+
+    def churn(self, n: int) -> None:
+        """Create or delete `n` Services, drifting towards the target count."""
+        for _ in range(n):
+            count = len(self.ip_of)
+            if count < self.target_services / 2:
+                self.create(1)
+            elif count > self.target_services * 3 / 2:
+                self.delete(1)
+            elif self.rng.random() < 0.5:
+                self.create(1)
+            else:
+                self.delete(1)
+
+    def create(self, n: int) -> None:
+        for _ in range(max(0, n)):
+            name = f"soak-{self.serial:04d}"
+            self.serial += 1
+            self.bed.kube.create_service(name)
+            self.ip_of[name] = ""
+
+    def delete(self, n: int) -> None:
+        for name in self.rng.sample(sorted(self.ip_of), max(0, min(n, len(self.ip_of)))):
+            self.bed.kube.delete_service(name)
+            del self.ip_of[name]
+
+    # ---- the outside view ----
+
+    def problems(self) -> tuple[list[str], list[str]]:
+        """(duplicates, lost) as a user would see them right now."""
+        bed = self.bed
+        dup, lost = [], []
+        services = {s["metadata"]["name"]: s for s in bed.kube.services()}
+        claims = bed.kube.claims()
+        dup += [f"{ip} recorded by two claims" for ip in ips_held_twice(claims)]
+        by_ip = {c["spec"]["ip"]: c for c in claims}
+        wanted = {}
+        for name in self.ip_of:
+            ips = ((services.get(name) or {}).get("spec") or {}).get("externalIPs") or []
+            if len(ips) != 1:
+                lost.append(f"{name} has external IPs {ips}")
+                continue
+            node = bound(by_ip.get(ips[0]))
+            if node is None or node not in bed.live_nodes:
+                lost.append(f"{name}: claim of {ips[0]} not Bound on a live node ({node})")
+                continue
+            wanted[ips[0]] = (name, node)
+        answers = bed.client.ask_all(wanted, timeout=0.5) if wanted else {}
+        for ip, (name, node) in wanted.items():
+            holders = bed.holders(ip)
+            if len(holders) > 1:
+                dup.append(f"{ip} ({name}) on the links of {holders}")
+            if answers.get(ip) != node:
+                lost.append(f"{ip} ({name}) answered by {answers.get(ip)}, claim says {node}")
+        for ip, (name, node) in wanted.items():
+            macs = bed.client.arp_who_has(ip, listen=0.1)
+            if len(macs) > 1:
+                dup.append(f"{ip} ({name}) answered ARP from {sorted(macs)}")
+            elif macs != {bed.mac_of(node)}:
+                lost.append(f"{ip} ({name}) ARP answered by {sorted(macs)}, not {node}")
+        return dup, lost
+
+    def settle_and_check(self, timeout: float) -> None:
+        started = time.monotonic()
+        last: tuple[list[str], list[str]] = ([], [])
+
+        def clean() -> bool:
+            nonlocal last
+            last = self.problems()
+            return not last[0] and not last[1]
+
+        try:
+            wait_for(clean, timeout, interval=0.5, what="the bed to settle")
+        except TimeoutError:
+            self.duplicates += last[0]
+            self.lost += last[1]
+            for line in last[0] + last[1]:
+                print(f"    PROBLEM: {line}", flush=True)
+        self.settle_times.append(time.monotonic() - started)
+        for svc in self.bed.kube.services():
+            name = svc["metadata"]["name"]
+            ips = (svc.get("spec") or {}).get("externalIPs") or []
+            if name in self.ip_of and ips:
+                if self.ip_of[name] and self.ip_of[name] != ips[0]:
+                    self.ip_changes.append(f"{name}: {self.ip_of[name]} -> {ips[0]}")
+                self.ip_of[name] = ips[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--time-limit", type=float, default=900.0, help="seconds")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--services", type=int, default=8)
+    parser.add_argument("--settle-timeout", type=float, default=30.0)
+    args = parser.parse_args()
+    skip_unless_root("soak")
+    install_signal_handlers()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    print(f"machine: {machine()}\nseed: {seed}", flush=True)
+    started = time.monotonic()
+    with LocalBed(BedOptions(nodes=args.nodes)) as bed:
+        soak = Soak(bed, rng, args.services)
+        bed.reset()
+        soak.create(args.services)
+        soak.settle_and_check(args.settle_timeout)
+        iteration = 0
+        while iteration < args.iterations and time.monotonic() - started < args.time_limit:
+            iteration += 1
+            watch = bed.client.start_arp_watch([ip for ip in soak.ip_of.values() if ip])
+            try:
+                kinds = [soak.fault() for _ in range(rng.randint(1, 2))]
+                bed.heal()
+            finally:
+                bed.client.stop_arp_watch(watch)
+            doubles = [(watch.longest_double_answer(ip), ip) for ip in watch.ips]
+            soak.double_answers += doubles
+            worst_now = max(doubles, default=(0.0, ""))
+            soak.settle_and_check(args.settle_timeout)
+            print(
+                f"  iteration {iteration:3d}: {', '.join(kinds):45s} services={len(soak.ip_of):2d} "
+                f"settled in {soak.settle_times[-1]:.1f}s"
+                + (f", two MACs for {worst_now[0]:.2f}s" if worst_now[0] else ""),
+                flush=True,
+            )
+        elapsed = time.monotonic() - started
+        print(f"iterations: {iteration} in {elapsed:.0f}s (seed {seed})")
+        print("faults: " + ", ".join(f"{k}={v}" for k, v in sorted(soak.faults.items())))
+        print(f"duplicates: {len(soak.duplicates)}")
+        print(f"lost services: {len(soak.lost)}")
+        print(f"services whose IP changed: {len(soak.ip_changes)}")
+        print(f"settle time: max {max(soak.settle_times):.1f}s")
+        worst = max(soak.double_answers, default=(0.0, "-"))
+        print(f"longest two-MAC ARP answer during a fault: {worst[0]:.2f}s ({worst[1]})")
+        print(f"logs: {bed.run_dir}")
+        failed = bool(soak.duplicates or soak.lost)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the bed is already cleaned up
+        raise SystemExit(130) from None

@@ -1,0 +1,442 @@
+"""The whole bed: emulator, scheduler and allocator replicas, node namespaces with controllers.
+
+    with LocalBed(BedOptions(nodes=3)) as bed:
+        bed.kube.create_service("web")
+        ip = bed.wait_for_ip("web")
+        assert bed.client.ask(ip) in bed.node_names
+
+`LocalBed` builds everything on this machine (root needed); `RemoteCluster` gives the same
+`kube` view of a real cluster for the scenarios that need no namespaces. Everything a bed
+starts is removed by `close()`, which `with` and the pytest fixture always call; what a
+crashed run left behind is removed when the next bed starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .client import Client
+from .kube import Kube
+from .loop import BackgroundLoop
+from .network import Network, NodeNet
+from .pools import LEASE_NAMESPACE, POOLS
+from .processes import Process, reap_leftovers, wait_for
+from .relay import NODE_API_PORT, ApiRelay
+from .responder import Responder
+
+REPO = Path(__file__).resolve().parents[3]
+CRDS = REPO / "deploy" / "crds"
+RUN_PREFIX = "eipctl-e2e-"
+_beds = itertools.count()
+# Fast-but-realistic flags for the test suite; benchmarks pass `fast=False` (the defaults).
+FAST_CONTROLLER_FLAGS = ["--resync-interval", "2s"]
+QUIET = ["--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
+
+
+@dataclass
+class BedOptions:
+    nodes: int = 3
+    eipctl: bool = True  # False: network and API only (the bed's own self-test)
+    fast: bool = True
+    log_level: str = "info"
+    scheduler_flags: list[str] = field(default_factory=list)
+    allocator_flags: list[str] = field(default_factory=list)
+    controller_flags: list[str] = field(default_factory=list)
+    keep_logs: bool = True  # False: the run directory (logs, kubeconfigs) goes at close()
+
+
+class LocalBed:
+    """Everything on this machine. Methods are synchronous and safe to call from tests."""
+
+    local = True
+
+    def __init__(self, options: BedOptions | None = None) -> None:
+        self.options = options or BedOptions()
+        base = Path(os.environ.get("EIPCTL_E2E_RUN_DIR") or tempfile.gettempdir())
+        self.run_dir = base / f"{RUN_PREFIX}{os.getpid()}-{next(_beds)}"
+        self.network = Network(self.options.nodes)
+        self.loop: BackgroundLoop | None = None
+        self.kube: Kube = None  # type: ignore[assignment]
+        self.client: Client = None  # type: ignore[assignment]
+        self.api: Process | None = None
+        self.api_url = ""
+        self.schedulers: list[Process] = []
+        self.allocators: list[Process] = []
+        self.controllers: dict[str, Process] = {}
+        self.relays: dict[str, ApiRelay] = {}
+        self.responders: dict[str, Responder] = {}
+        self.dead: set[str] = set()
+        self.cut: set[str] = set()
+        self.frozen: set[str] = set()
+
+    # ---- lifecycle ----
+
+    def __enter__(self) -> LocalBed:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Build the network and the API, then start eipctl (unless `options.eipctl` is off)."""
+        reap_leftovers(self.run_dir.parent, RUN_PREFIX)
+        self.run_dir.mkdir(parents=True)
+        self._start_api()
+        self.loop = BackgroundLoop("bed")
+        self.kube = Kube(self.loop, self.run_dir / "kubeconfig")
+        self.kube.ensure_namespace(LEASE_NAMESPACE)
+        self.network.build()
+        assert self.network.client is not None
+        self.client = Client(self.network.client.name)
+        for node in self.network.nodes:
+            self._start_node_plumbing(node)
+        for name, spec in POOLS.items():
+            self.kube.apply_pool(name, spec)
+        if self.options.eipctl:
+            self.start_processes()
+
+    def _start_api(self) -> None:
+        kubeconfig = self.run_dir / "kubeconfig"
+        argv = [sys.executable, "-m", "eipctl.sandbox.apiserver", "--port", "0"]
+        argv += ["--kubeconfig-out", str(kubeconfig), "--crds", str(CRDS)]
+        argv += ["--bookmark-interval", "1", "--history-window", "5000"]
+        self.api = Process("apiserver", argv, self.run_dir)
+        self.api.start()
+        self.api_url = wait_for(
+            lambda: _server_in(kubeconfig), 20, what="the API emulator's kubeconfig"
+        )
+        wait_for(self._api_ready, 20, what="the API emulator to answer")
+
+    def _api_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.api_url}/readyz", timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def _start_node_plumbing(self, node: NodeNet) -> None:
+        assert self.loop is not None
+        host, port = self.api_url.removeprefix("http://").rsplit(":", 1)
+        relay = ApiRelay(node.ns.name, (host, int(port)))
+        responder = Responder(node.ns.name, node.name)
+        self.loop.run(relay.start())
+        self.loop.run(responder.start())
+        self.relays[node.name] = relay
+        self.responders[node.name] = responder
+        kubeconfig = yaml.safe_load((self.run_dir / "kubeconfig").read_text())
+        kubeconfig["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{NODE_API_PORT}"
+        (self.run_dir / f"kubeconfig-{node.name}").write_text(yaml.safe_dump(kubeconfig))
+        self.kube.create_node(node.name, {"kubernetes.io/hostname": node.name})
+
+    def start_processes(self) -> None:
+        common = ["--log-level", self.options.log_level, *QUIET]
+        kubeconfig = ["--kubeconfig", str(self.run_dir / "kubeconfig")]
+        lease = ["--lease-namespace", LEASE_NAMESPACE]
+        for i in range(2):
+            self.schedulers.append(
+                self._eipctl(
+                    f"scheduler-{i}",
+                    [
+                        "scheduler",
+                        *kubeconfig,
+                        *common,
+                        *lease,
+                        "--identity",
+                        f"scheduler-{i}",
+                        *self.options.scheduler_flags,
+                    ],
+                )
+            )
+            self.allocators.append(
+                self._eipctl(
+                    f"allocator-{i}",
+                    [
+                        "allocator",
+                        *kubeconfig,
+                        *common,
+                        *lease,
+                        "--identity",
+                        f"allocator-{i}",
+                        *self.options.allocator_flags,
+                    ],
+                )
+            )
+        for node in self.network.nodes:
+            flags = ["controller", "--node-name", node.name, "--iface", "eth0", *common]
+            flags += ["--kubeconfig", str(self.run_dir / f"kubeconfig-{node.name}")]
+            flags += (FAST_CONTROLLER_FLAGS if self.options.fast else []) + list(
+                self.options.controller_flags
+            )
+            self.controllers[node.name] = self._eipctl(
+                f"controller-{node.name}", flags, netns=node.ns.name
+            )
+        for proc in self.processes():
+            proc.start()
+
+    def _eipctl(self, name: str, args: list[str], netns: str | None = None) -> Process:
+        return Process(name, [sys.executable, "-m", "eipctl", *args], self.run_dir, netns=netns)
+
+    def processes(self) -> list[Process]:
+        return [*self.schedulers, *self.allocators, *self.controllers.values()]
+
+    def close(self) -> None:
+        """Stop and remove everything; never raises until all of it was tried."""
+        errors: list[str] = []
+
+        def attempt(what: str, fn: Callable[[], object]) -> None:
+            try:
+                fn()
+            except Exception as exc:
+                errors.append(f"{what}: {exc!r}")
+
+        for proc in self.processes():
+            attempt(proc.name, proc.kill)
+        loop = self.loop
+        if loop is not None:
+
+            def stop(part: ApiRelay | Responder) -> None:
+                loop.run(part.stop(), 5)
+
+            parts: list[ApiRelay | Responder] = [*self.relays.values(), *self.responders.values()]
+            for part in parts:
+                attempt(type(part).__name__, functools.partial(stop, part))
+            if self.kube is not None:
+                attempt("kube client", self.kube.close)
+        if self.client is not None:
+            attempt("client loop", self.client.close)
+        if self.loop is not None:
+            attempt("bed loop", self.loop.stop)
+        attempt("network", self.network.close)
+        if self.api is not None:
+            attempt("apiserver", self.api.kill)
+        if not self.options.keep_logs and not errors:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        if errors:
+            raise RuntimeError("bed cleanup: " + "; ".join(errors))
+
+    # ---- what the scenarios look at ----
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.network.nodes]
+
+    @property
+    def live_nodes(self) -> list[str]:
+        return [n for n in self.node_names if n not in self.dead | self.cut | self.frozen]
+
+    def node(self, name: str) -> NodeNet:
+        return self.network.node(name)
+
+    def holders(self, ip: str) -> list[str]:
+        """Nodes whose link carries `ip` right now (read from each namespace)."""
+        return [n.name for n in self.network.nodes if ip in n.external_addresses()]
+
+    def mac_of(self, node: str) -> str:
+        return self.network.node(node).mac
+
+    def wait_for_ip(self, service: str, timeout: float = 15.0) -> str:
+        ips = wait_for(
+            lambda: self.kube.external_ips(service), timeout, what=f"an external IP on {service}"
+        )
+        return str(ips[0])
+
+    def wait_answering(self, ip: str, timeout: float = 15.0, by: str | None = None) -> str:
+        """Until a TCP probe from the client to `ip` is answered (by node `by`, if given)."""
+
+        def answered() -> str | None:
+            who = self.client.ask(ip, timeout=0.5)
+            return who if who and (by is None or who == by) else None
+
+        return str(
+            wait_for(answered, timeout, what=f"{ip} answering" + (f" from {by}" if by else ""))
+        )
+
+    def leader(self, component: str) -> Process:
+        """The running process that holds `component`'s Lease."""
+        holder = wait_for(
+            lambda: self.kube.lease_holder(f"eipctl-{component}", LEASE_NAMESPACE),
+            15,
+            what=f"a {component} leader",
+        )
+        replicas = self.schedulers if component == "scheduler" else self.allocators
+        return next(p for p in replicas if p.name == holder)
+
+    # ---- faults ----
+
+    def kill_node(self, name: str) -> None:
+        """The node dies: its controller is SIGKILLed and its link goes down at once."""
+        self.controllers[name].kill()
+        self.network.node(name).link_down()
+        self.dead.add(name)
+
+    def revive_node(self, name: str) -> None:
+        self.network.node(name).link_up()
+        if not self.controllers[name].alive:
+            self.controllers[name].start()
+        self.dead.discard(name)
+
+    def cut_from_api(self, name: str) -> None:
+        assert self.loop is not None
+        self.loop.run(self.relays[name].cut())
+        self.cut.add(name)
+
+    def reconnect_to_api(self, name: str) -> None:
+        assert self.loop is not None
+        self.loop.run(self.relays[name].heal())
+        self.cut.discard(name)
+
+    def freeze_controller(self, name: str) -> None:
+        self.controllers[name].freeze()
+        self.frozen.add(name)
+
+    def thaw_controller(self, name: str) -> None:
+        self.controllers[name].thaw()
+        self.frozen.discard(name)
+
+    def restart_api(self) -> None:
+        """The API server restarts: every connection (all watches) drops; the data stays."""
+        self._admin("restart", {})
+        wait_for(self._api_ready, 20, what="the API back after a restart")
+
+    def drop_watches(self) -> int:
+        return int(self._admin("faults", {"drop_watches": True}).get("closed", 0) or 0)
+
+    def _admin(self, what: str, body: dict[str, Any]) -> dict[str, Any]:
+        req = urllib.request.Request(
+            f"{self.api_url}/_emulator/{what}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return dict(json.loads(resp.read() or b"{}"))
+
+    # ---- between scenarios ----
+
+    def heal(self) -> None:
+        """Undo every fault: thaw, reconnect, revive nodes, restart dead processes."""
+        for name in list(self.frozen):
+            self.thaw_controller(name)
+        for name in list(self.cut):
+            self.reconnect_to_api(name)
+        for name in list(self.dead):
+            self.revive_node(name)
+        for proc in [*self.schedulers, *self.allocators, *self.controllers.values()]:
+            if not proc.alive:
+                proc.start()
+
+    def reset(self, timeout: float = 20.0) -> None:
+        """Heal, delete the scenarios' Services, wait until their claims and addresses are gone.
+
+        If eipctl does not clean up within `timeout`, the leftovers are removed by hand (so the
+        next scenario starts clean) and this reset fails, naming them.
+        """
+        self.heal()
+        for svc in self.kube.services():
+            self.kube.delete_service(svc["metadata"]["name"])
+        for name, spec in POOLS.items():
+            self.kube.apply_pool(name, spec)
+        left: list[str] = []
+        try:
+            wait_for(lambda: not self.kube.claims(), timeout, what="every IpClaim released")
+        except TimeoutError:
+            for claim in self.kube.claims():
+                left.append(f"claim {claim['metadata']['name']} {claim.get('spec')}")
+                self.kube.delete_claim(claim["metadata"]["name"])
+        try:
+            wait_for(
+                lambda: not any(n.external_addresses() for n in self.network.nodes),
+                timeout,
+                what="every external address removed from the nodes",
+            )
+        except TimeoutError:
+            for node in self.network.nodes:
+                for ip in node.external_addresses():
+                    left.append(f"{ip} on {node.name}")
+                    node.del_address(ip)
+        self.wait_heartbeating(self.node_names, timeout)
+        if left:
+            raise RuntimeError(f"eipctl did not clean up (removed by hand now): {left}")
+
+    def heartbeats(self) -> dict[str, int]:
+        return {
+            n["metadata"]["name"]: int((n.get("status") or {}).get("heartbeat") or 0)
+            for n in self.kube.ipnodes()
+        }
+
+    def wait_heartbeating(self, nodes: list[str], timeout: float = 30.0) -> None:
+        """Until each node's IpNode heartbeat has moved twice (its controller is back in
+        service, as the scheduler sees it)."""
+        first = self.heartbeats()
+        seen: dict[str, set[int]] = {n: {first.get(n, -1)} for n in nodes}
+
+        def moving() -> bool:
+            for name, beat in self.heartbeats().items():
+                if name in seen:
+                    seen[name].add(beat)
+            return all(len(beats) >= 3 for beats in seen.values())
+
+        wait_for(moving, timeout, interval=0.1, what=f"heartbeats of {nodes}")
+
+    def log_lines(self, since: dict[str, int], *words: str) -> list[str]:
+        """Lines with any of `words` that processes logged after the offsets in `since`
+        ({process name: `log_size()` then})."""
+        found = []
+        for proc in [self.api, *self.processes()]:
+            if proc is not None and proc.name in since:
+                text = proc.log_since(since[proc.name])
+                found += [
+                    f"{proc.name}: {line}"
+                    for line in text.splitlines()
+                    if any(w in line for w in words)
+                ]
+        return found
+
+    def diagnostics(self, lines: int = 40) -> str:
+        """The last lines of every process log, for a failure report."""
+        parts = [f"bed run dir: {self.run_dir}"]
+        for proc in [self.api, *self.processes()]:
+            if proc is not None:
+                state = (
+                    "running" if proc.alive else f"exited {proc.popen and proc.popen.returncode}"
+                )
+                parts.append(f"--- {proc.name} ({state}) {proc.log_path}\n{proc.log_tail(lines)}")
+        return "\n".join(parts)
+
+
+def _server_in(kubeconfig: Path) -> str | None:
+    """The server URL of a kubeconfig, once the file is completely written."""
+    try:
+        doc = yaml.safe_load(kubeconfig.read_text())
+        return str(doc["clusters"][0]["cluster"]["server"])
+    except (OSError, yaml.YAMLError, TypeError, KeyError, IndexError):
+        return None
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM/SIGHUP behave like Ctrl-C in scripts, so `with LocalBed()` cleans up."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)

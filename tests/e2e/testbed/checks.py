@@ -1,0 +1,104 @@
+"""What a user checks from outside, as reusable waits and assertions for the scenarios."""
+
+from __future__ import annotations
+
+import collections
+import ipaddress
+from collections.abc import Iterable
+from typing import Any
+
+from .processes import wait_for
+
+Obj = dict[str, Any]
+
+
+def placement(claims: Iterable[Obj]) -> dict[str, str]:
+    """{ip: node} of the claims placed on a node."""
+    return {c["spec"]["ip"]: c["spec"]["nodeName"] for c in claims if c["spec"].get("nodeName")}
+
+
+def bound(claim: Obj | None) -> str | None:
+    """The node a claim is Bound on (placed there and confirmed by that node's controller)."""
+    if claim is None:
+        return None
+    status = claim.get("status") or {}
+    node = claim["spec"].get("nodeName")
+    if node and status.get("phase") == "Bound" and status.get("boundNode") == node:
+        return str(node)
+    return None
+
+
+def create_services(bed: Any, names: Iterable[str], **kwargs: Any) -> None:
+    for name in names:
+        bed.kube.create_service(name, **kwargs)
+
+
+def wait_for_ips(bed: Any, names: Iterable[str], timeout: float = 30.0) -> dict[str, str]:
+    """{service: its first external IP}, once every Service has one."""
+    names = list(names)
+
+    def all_have() -> dict[str, str] | None:
+        got = {}
+        for svc in bed.kube.services():
+            ips = (svc.get("spec") or {}).get("externalIPs") or []
+            if svc["metadata"]["name"] in names and ips:
+                got[svc["metadata"]["name"]] = ips[0]
+        return got if len(got) == len(names) else None
+
+    return dict(
+        wait_for(all_have, timeout, interval=0.1, what=f"external IPs on {len(names)} Services")
+    )
+
+
+def wait_bound(bed: Any, ips: Iterable[str], timeout: float = 30.0) -> dict[str, str]:
+    """{ip: node} once every IP's claim is Bound."""
+    ips = set(ips)
+
+    def all_bound() -> dict[str, str] | None:
+        got = {}
+        for claim in bed.kube.claims():
+            node = bound(claim)
+            if claim["spec"]["ip"] in ips and node:
+                got[claim["spec"]["ip"]] = node
+        return got if set(got) == ips else None
+
+    return dict(wait_for(all_bound, timeout, interval=0.1, what=f"{len(ips)} claims Bound"))
+
+
+def wait_answered_by(bed: Any, expected: dict[str, str], timeout: float = 15.0) -> None:
+    """Until the client reaches every IP and each is answered by the node expected for it."""
+    wrong: dict[str, str | None] = {}
+
+    def all_right() -> bool:
+        answers = bed.client.ask_all(expected, timeout=0.5)
+        wrong.clear()
+        wrong.update({ip: who for ip, who in answers.items() if who != expected[ip]})
+        return not wrong
+
+    try:
+        wait_for(all_right, timeout, interval=0.1, what="every IP answered by its node")
+    except TimeoutError as exc:
+        raise AssertionError(f"answered by the wrong node or not at all: {wrong}") from exc
+
+
+def per_node(placed: dict[str, str]) -> dict[str, int]:
+    return dict(collections.Counter(placed.values()))
+
+
+def ips_held_twice(claims: Iterable[Obj]) -> list[str]:
+    """IPs that more than one claim records (must never happen: names derive from IPs)."""
+    counts = collections.Counter(str(ipaddress.ip_address(c["spec"]["ip"])) for c in claims)
+    return [ip for ip, n in counts.items() if n > 1]
+
+
+def wait_moved_off(
+    bed: Any, ips: Iterable[str], node: str, timeout: float = 15.0
+) -> dict[str, str]:
+    """{ip: node} of all Bound claims, once each of `ips` is Bound on a node other than `node`."""
+    ips = list(ips)
+
+    def moved() -> dict[str, str] | None:
+        placed = placement(c for c in bed.kube.claims() if bound(c))
+        return placed if all(placed.get(ip) not in (None, node) for ip in ips) else None
+
+    return dict(wait_for(moved, timeout, interval=0.05, what=f"{ips} bound off {node}"))

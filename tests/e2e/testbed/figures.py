@@ -1,0 +1,52 @@
+"""Figures for the benchmarks and the soak: percentiles, one-line summaries, the machine."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sample."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def summary(name: str, values: Sequence[float], target: str = "", unit: str = "s") -> str:
+    if not values:
+        return f"{name}: no samples"
+    return (
+        f"{name}: n={len(values)} p50={percentile(values, 50):.3f}{unit} "
+        f"p95={percentile(values, 95):.3f}{unit} max={max(values):.3f}{unit} "
+        f"mean={statistics.fmean(values):.3f}{unit}" + (f"  (target {target})" if target else "")
+    )
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Linux {platform.release()}, "
+        f"Python {sys.version.split()[0]}, load average {load}"
+    )
+
+
+def skip_unless_root(script: str) -> None:
+    """Benchmarks on the bed need root; without it, say so and exit 0 (not a failure)."""
+    from netns import skip_reason
+
+    if (reason := skip_reason()) is not None:
+        print(f"{script}: skipped ({reason})")
+        raise SystemExit(0)

@@ -1,0 +1,173 @@
+"""The bed's L2 network: a switch namespace with a bridge, node namespaces, a client namespace.
+
+    switch ns  [ br0 ]--- n0 ~~ eth0 [node-0 ns]  198.51.100.10/24  2001:db8:1::10/64
+                  |------ n1 ~~ eth0 [node-1 ns]  198.51.100.11/24  2001:db8:1::11/64
+                  |------ cl ~~ eth0 [client ns]  198.51.100.2/24   2001:db8:1::2/64
+                                                  203.0.113.0/24 and 2001:db8:f::/64 on-link
+
+Nothing is created in the host namespace. The client plays the upstream router: the external
+pools are on-link for it, so it resolves each external IP with ARP / ND itself, and its
+neighbour table is what gratuitous ARP and unsolicited NA must move. Its neighbour timers are
+stretched (`STALE_FOR`) so that only an announcement, never ordinary re-resolution, can
+move an entry within a test's time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import re
+import signal
+from dataclasses import dataclass
+
+import netns
+from netns import Namespace, TestBed, list_namespaces, sh
+
+NODE_NET4 = ipaddress.ip_network("198.51.100.0/24")
+NODE_NET6 = ipaddress.ip_network("2001:db8:1::/64")
+POOL4 = ipaddress.ip_network("203.0.113.0/24")
+POOL6 = ipaddress.ip_network("2001:db8:f::/64")
+CLIENT4 = "198.51.100.2"
+CLIENT6 = "2001:db8:1::2"
+LINK = "eth0"
+STALE_FOR = 120  # seconds: client neighbour entries neither expire nor re-probe meanwhile
+
+
+@dataclass
+class NodeNet:
+    """One node's namespace and link."""
+
+    name: str  # the Kubernetes Node / IpNode name
+    index: int
+    ns: Namespace
+    switch_port: str
+    mac: str = ""
+
+    @property
+    def ip4(self) -> str:
+        return str(NODE_NET4[10 + self.index])
+
+    @property
+    def ip6(self) -> str:
+        return str(NODE_NET6[0x10 + self.index])
+
+    def configure(self) -> None:
+        """Link up with the node's own addresses (idempotent; also after a revive)."""
+        self.ns.ip(f"link set {LINK} up")
+        self.ns.ip(f"addr replace {self.ip4}/24 dev {LINK}")
+        self.ns.ip(f"-6 addr replace {self.ip6}/64 dev {LINK} nodad")
+
+    def link_down(self) -> None:
+        self.ns.ip(f"link set {LINK} down")
+
+    def link_up(self) -> None:
+        self.configure()
+
+    def external_addresses(self) -> set[str]:
+        """Addresses on the link from the external pools (what the controller put there)."""
+        found = set()
+        for entry in json.loads(self.ns.ip(f"-j addr show dev {LINK}") or "[]"):
+            for info in entry.get("addr_info", []):
+                ip = ipaddress.ip_address(info["local"])
+                if ip in POOL4 or ip in POOL6:
+                    found.add(str(ip))
+        return found
+
+    def add_address(self, ip: str) -> None:
+        plen = 32 if ipaddress.ip_address(ip).version == 4 else 128
+        self.ns.ip(f"addr add {ip}/{plen} dev {LINK}" + (" nodad" if plen == 128 else ""))
+
+    def del_address(self, ip: str) -> None:
+        plen = 32 if ipaddress.ip_address(ip).version == 4 else 128
+        self.ns.ip(f"addr del {ip}/{plen} dev {LINK}")
+
+
+class Network:
+    """Builds the topology in `TestBed`-owned namespaces; `close()` removes all of it."""
+
+    def __init__(self, node_count: int) -> None:
+        self.tb = TestBed()
+        self.run_id = self.tb.run_id
+        self.nodes: list[NodeNet] = []
+        self.switch: Namespace | None = None
+        self.client: Namespace | None = None
+        self.node_count = node_count
+
+    def build(self) -> None:
+        reap_leftover_namespaces()
+        self.switch = self.tb.namespace("sw")
+        self.switch.ip("link add br0 type bridge")
+        # no STP, no forwarding delay: a port forwards the moment it is up
+        self.switch.ip("link set br0 type bridge stp_state 0 forward_delay 0")
+        self.switch.ip("link set br0 up")
+        self.client = self.tb.namespace("client")
+        self._attach(self.client, "cl")
+        self.client.ip(f"link set {LINK} up")
+        self.client.ip(f"addr add {CLIENT4}/24 dev {LINK}")
+        self.client.ip(f"-6 addr add {CLIENT6}/64 dev {LINK} nodad")
+        self.client.ip(f"route add {POOL4} dev {LINK}")
+        self.client.ip(f"-6 route add {POOL6} dev {LINK}")
+        for family in ("ipv4", "ipv6"):
+            self.client.sysctl(f"net.{family}.neigh.{LINK}.delay_first_probe_time", STALE_FOR)
+            self.client.sysctl(
+                f"net.{family}.neigh.{LINK}.base_reachable_time_ms", STALE_FOR * 1000
+            )
+        for i in range(self.node_count):
+            self.add_node(i)
+
+    def add_node(self, index: int) -> NodeNet:
+        ns = self.tb.namespace(f"node-{index}")
+        port = f"n{index}"
+        self._attach(ns, port)
+        node = NodeNet(f"node-{index}", index, ns, port)
+        node.configure()
+        node.mac = ns.mac(LINK).hex(":")
+        self.nodes.append(node)
+        return node
+
+    def _attach(self, ns: Namespace, port: str) -> None:
+        assert self.switch is not None
+        self.tb.veth(self.switch, port, ns, LINK, up=False)
+        self.switch.ip(f"link set {port} master br0")
+        self.switch.ip(f"link set {port} up")
+
+    def node(self, name: str) -> NodeNet:
+        return next(n for n in self.nodes if n.name == name)
+
+    def node_by_mac(self, mac: str) -> NodeNet | None:
+        return next((n for n in self.nodes if n.mac == mac.lower()), None)
+
+    def client_neighbour(self, ip: str) -> tuple[str, str] | None:
+        """The client's neighbour entry for `ip`: (MAC, state), or None."""
+        assert self.client is not None
+        out = self.client.ip(f"-j neigh show {ip} dev {LINK}")
+        for entry in json.loads(out or "[]"):
+            mac = entry.get("lladdr")
+            if mac:
+                return mac.lower(), ",".join(entry.get("state", []))
+        return None
+
+    def close(self) -> None:
+        for ns in self.tb.namespaces:  # processes first: a namespace outlives `ip netns del`
+            _kill_pids_in(ns.name)
+        self.tb.close()
+
+
+def _kill_pids_in(ns_name: str) -> None:
+    for pid in sh("ip", "netns", "pids", ns_name, check=False).split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def reap_leftover_namespaces() -> list[str]:
+    """Kill what runs in, then delete, namespaces of dead test runs."""
+    dead = []
+    for name in list_namespaces():
+        m = re.match(rf"^{netns.PREFIX}(\d+)-", name)
+        if m and not netns._pid_alive(int(m.group(1))):
+            _kill_pids_in(name)
+            dead.append(name)
+    netns.cleanup_leftovers()
+    return dead
