@@ -143,7 +143,15 @@ async def test_release_on_annotation_removed_service_deleted_or_moved(
         svc = await get(api, SERVICES, "x", "default")
         assert svc is not None
         assert "eipctl.io/allocated-ips" not in svc["metadata"]["annotations"]
-        assert not (svc.get("status", {}).get("loadBalancer") or {}).get("ingress")
+
+        async def no_ingress() -> bool:
+            svc = await get(api, SERVICES, "x", "default")
+            return svc is not None and not (
+                (svc.get("status", {}).get("loadBalancer") or {}).get("ingress")
+            )
+
+        # the status is a second write (the status subresource), after the spec's
+        assert await eventually(no_ingress)
         await eventually(lambda: _no_claim(api, "192.0.2.1"))
         # deleted: the claim goes
         y_ip = (await ips_of(api, "y"))[0]

@@ -2,8 +2,8 @@
 
 Counters move only on the leader (a standby decides nothing); the pool gauges are published
 by the leader and cleared when its term ends, so summing them over replicas counts each pool
-once. ``eipctl_leader`` is labelled by component so that other leader-elected processes can
-share it.
+once. ``eipctl_leader`` (``LEADER``) is defined in `eipctl.kube.metrics`, labelled by
+component, and shared with the scheduler; ``COMPONENT`` is the allocator's label value.
 """
 
 from __future__ import annotations
@@ -43,12 +43,6 @@ POOL_ADDRESSES = Gauge(
     "eipctl_pool_addresses",
     "Addresses of a pool by state (size, used, free); floats, as IPv6 pools can be huge.",
     ["pool", "state"],
-    registry=REGISTRY,
-)
-LEADER = Gauge(
-    "eipctl_leader",
-    "1 while this replica holds its component's Lease and acts, else 0.",
-    ["component"],
     registry=REGISTRY,
 )
 

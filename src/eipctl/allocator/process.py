@@ -34,6 +34,7 @@ from eipctl.kube.client import (
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import ChangeFunc, Informer
 from eipctl.kube.leader import LeaderElector
+from eipctl.kube.metrics import LEADER
 from eipctl.kube.workqueue import DONE, Result, WorkQueue, run_workers
 from eipctl.kube.writer import SerializedWriter
 
@@ -65,7 +66,7 @@ class Allocator:
         self.caches.claims.add_change_handler(self._to_term(lambda t: t.on_claim))
         self.caches.pools.add_change_handler(self._to_term(lambda t: t.on_pool))
         self.caches.namespaces.add_change_handler(self._to_term(lambda t: t.on_namespace))
-        metrics.LEADER.labels(metrics.COMPONENT).set(0)
+        LEADER.labels(metrics.COMPONENT).set(0)
 
     def _to_term(self, method: Callable[[Term], ChangeFunc]) -> ChangeFunc:
         """An informer callback forwarded to the current term (dropped while standing by)."""
@@ -124,7 +125,7 @@ class Allocator:
 
         term.rebuild()
         self.term = term
-        metrics.LEADER.labels(metrics.COMPONENT).set(1)
+        LEADER.labels(metrics.COMPONENT).set(1)
         log.info("allocator_leading", identity=self.settings.identity)
         workers = asyncio.create_task(
             run_workers(term.queue, handle, workers=self.settings.workers, drain_timeout=0.1)
@@ -136,7 +137,7 @@ class Allocator:
             await asyncio.shield(workers)
         finally:
             self.term = None
-            metrics.LEADER.labels(metrics.COMPONENT).set(0)
+            LEADER.labels(metrics.COMPONENT).set(0)
             metrics.clear_all_pool_addresses()
             resync.cancel()
             workers.cancel()

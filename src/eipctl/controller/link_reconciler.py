@@ -58,6 +58,7 @@ from .metrics import (
     NET_ERRORS,
     PASS_SECONDS,
     TAKEOVERS,
+    TIME_TO_BOUND_SECONDS,
 )
 from .status import StatusReporter, placed_claims
 
@@ -127,6 +128,10 @@ class LinkReconciler:
         self._missing_links_reported: set[str] = set()
         self._waiting: dict[str, str] = {}  # claim -> conflict message, while it waits
         self._retry: float | None = None
+        self._first_seen: dict[str, float | None] = {}
+        """claim -> when first seen placed here (None once counted in time-to-bound)."""
+        self._held: set[Address] = set()
+        """Addresses this process put on a link and has not removed: one missing is drift."""
 
     @property
     def node(self) -> str:
@@ -150,6 +155,9 @@ class LinkReconciler:
                 self._claims.objects(), self.node, self.settings.default_link
             )
         self._waiting = {k: v for k, v in self._waiting.items() if k in parsed}
+        self._first_seen = {k: v for k, v in self._first_seen.items() if k in parsed}
+        for name in parsed:
+            self._first_seen.setdefault(name, started)
         links = links_to_inspect(self.settings.default_link, desired, self._links_used)
         observed = await self._observe(links)
         actions = plan(desired, observed, fenced=fenced)
@@ -232,6 +240,7 @@ class LinkReconciler:
         except NetError as exc:
             self._failed("remove", exc, address=str(addr))
             return
+        self._held.discard(addr)
         if removed:
             ADDRESS_CHANGES.labels("remove").inc()
             log.info("address.removed", address=str(addr), reason=reason, node=self.node)
@@ -251,6 +260,9 @@ class LinkReconciler:
 
     async def _renew(self, placed: PlacedClaim, claim: IpClaim) -> None:
         if await self._put(placed.address, claim, "renew"):
+            self._held.add(placed.address)
+            if claim.name in self._first_seen:
+                self._first_seen[claim.name] = None  # already on the link when first seen
             self._status.bound(claim)
 
     async def _add(self, placed: PlacedClaim, claim: IpClaim) -> None:
@@ -266,7 +278,27 @@ class LinkReconciler:
         ADDRESS_CHANGES.labels("add").inc()
         log.info("address.added", claim=claim.name, address=str(addr), decision=decision.value)
         self._announcements.start(addr.link, addr.ip, claim.name)
+        if addr in self._held:
+            self._status.event(
+                claim.to_dict(),
+                "Normal",
+                "AddressRestored",
+                f"{addr.ip} had gone from {addr.link} on {self.node}; put back",
+            )
+        self._held.add(addr)
+        if decision is ConflictDecision.TAKE_OVER:
+            holder = claim.status.bound_node or "another node"
+            self._status.event(
+                claim.to_dict(),
+                "Normal",
+                "TakenOver",
+                f"{addr.ip} taken over on {self.node} from {holder}, which still answered for it",
+            )
         self._status.bound(claim)
+        seen = self._first_seen.get(claim.name)
+        if seen is not None:
+            TIME_TO_BOUND_SECONDS.observe(max(0.0, time.monotonic() - seen))
+            self._first_seen[claim.name] = None
 
     async def _decide(self, placed: PlacedClaim, claim: IpClaim) -> ConflictDecision:
         """Probe first (unless shared or probing is off) and apply the take-over rule."""

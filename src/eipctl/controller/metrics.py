@@ -54,6 +54,13 @@ NET_ERRORS = Counter(
     ["op"],
     registry=REGISTRY,
 )
+TIME_TO_BOUND_SECONDS = Histogram(
+    "eipctl_time_to_bound_seconds",
+    "From this controller first seeing a claim placed on its node to the address being on "
+    "the link and Bound requested.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+    registry=REGISTRY,
+)
 PASS_SECONDS = Histogram(
     "eipctl_controller_pass_seconds",
     "Duration of one reconcile pass over the node's links.",

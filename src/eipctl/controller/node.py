@@ -22,7 +22,7 @@ import structlog
 
 from eipctl.core.addresses import Fence, FenceTransition, HolderLiveness
 from eipctl.core.fields import name_of
-from eipctl.core.naming import LABEL_NODE, is_label_value
+from eipctl.core.naming import API_VERSION, LABEL_NODE, is_label_value
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import ApiError, NotFound
 from eipctl.kube.events import EventRecorder
@@ -271,6 +271,23 @@ class NodeController:
 
     # -- fencing -------------------------------------------------------------------------
     def _on_fence(self, transition: FenceTransition) -> None:
+        node = self.settings.node
+        involved: Obj = {"apiVersion": API_VERSION, "kind": "IpNode", "metadata": {"name": node}}
+        timeout = self.settings.node_timeout
+        if transition is FenceTransition.FENCE:
+            self.events.emit(
+                involved,
+                "Warning",
+                "Fenced",
+                f"no heartbeat written for {timeout:g}s: {node} removed its addresses",
+            )
+        elif transition is FenceTransition.RESTORE:
+            self.events.emit(
+                involved,
+                "Normal",
+                "Restored",
+                f"heartbeat written again: {node} may hold addresses",
+            )
         if transition is FenceTransition.RESTORE:
             if self._refresh is not None:
                 self._refresh.cancel()

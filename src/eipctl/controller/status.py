@@ -190,6 +190,10 @@ class StatusReporter:
             self._update(claim.name, mark_conflict(self._node, reason, message), "claim.conflict"),
         )
 
+    def event(self, raw: Obj, type_: EventType, reason: str, message: str) -> None:
+        """Post an Event about `raw` (a claim or the IpNode) through the node's recorder."""
+        self._events.emit(raw, type_, reason, message)
+
     def node_addresses(self, addresses: list[str], macs: list[str] | None = None) -> None:
         """IpNode status: the managed addresses really on the links, and the links' MACs
         (so another node whose probe meets one of them knows it is eipctl's)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from eipctl.metrics import REGISTRY
 
@@ -40,5 +40,11 @@ WATCH_RELISTS = Counter(
     "eipctl_watch_relists",
     "Full relists after 410 Gone (or on start).",
     ["resource"],
+    registry=REGISTRY,
+)
+LEADER = Gauge(
+    "eipctl_leader",
+    "1 while this replica holds its component's Lease and acts, else 0.",
+    ["component"],
     registry=REGISTRY,
 )

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter as Counter_
+from collections.abc import Iterable
+from typing import Final
+
 from prometheus_client import Counter, Gauge, Histogram
 
+from eipctl.core.fields import Obj
 from eipctl.metrics import REGISTRY
 
 PLACEMENTS = Counter(
@@ -26,6 +32,51 @@ LIVE_NODES = Gauge(
 KNOWN_NODES = Gauge(
     "eipctl_scheduler_known_nodes", "IpNodes this replica knows of.", registry=REGISTRY
 )
-IS_LEADER = Gauge(
-    "eipctl_scheduler_leader", "1 while this replica holds the scheduler Lease.", registry=REGISTRY
+CLAIMS = Gauge(
+    "eipctl_claims",
+    "IpClaims by status.phase (Pending for none), from the leader's cache at its last pass.",
+    ["phase"],
+    registry=REGISTRY,
 )
+NODE_HEARTBEAT_AGE = Gauge(
+    "eipctl_node_heartbeat_age_seconds",
+    "Seconds since an IpNode's heartbeat counter last changed, on this replica's clock.",
+    ["node"],
+    registry=REGISTRY,
+)
+FAILOVER_SECONDS = Histogram(
+    "eipctl_failover_duration_seconds",
+    "From the scheduler declaring a node dead to the placement write moving one of its claims.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+    registry=REGISTRY,
+)
+
+COMPONENT: Final = "scheduler"
+"""The ``component`` label of the shared ``eipctl_leader`` gauge (`eipctl.kube.metrics.LEADER`)."""
+
+_phases_published: set[str] = set()
+
+
+def set_claim_phases(claims: Iterable[Obj]) -> None:
+    """Publish claim counts by phase; phases seen before but absent now go to 0."""
+    counts: Counter_[str] = Counter_()
+    for obj in claims:
+        phase = (obj.get("status") or {}).get("phase")
+        counts[str(phase) if phase else "Pending"] += 1
+    for phase in _phases_published - set(counts):
+        CLAIMS.labels(phase).set(0)
+    for phase, n in counts.items():
+        CLAIMS.labels(phase).set(n)
+        _phases_published.add(phase)
+
+
+def clear_claim_phases() -> None:
+    """At the end of a term: only the leader publishes claim counts."""
+    CLAIMS.clear()
+    _phases_published.clear()
+
+
+def forget_node(node: str) -> None:
+    """The IpNode was deleted: drop its heartbeat age series."""
+    with contextlib.suppress(KeyError):
+        NODE_HEARTBEAT_AGE.remove(node)

@@ -32,7 +32,12 @@ from eipctl.kube.events import EventType
 from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
 from eipctl.scheduler import claims as c
-from eipctl.scheduler.metrics import PLACEMENT_PASS_SECONDS, PLACEMENTS
+from eipctl.scheduler.metrics import (
+    FAILOVER_SECONDS,
+    PLACEMENT_PASS_SECONDS,
+    PLACEMENTS,
+    set_claim_phases,
+)
 from eipctl.scheduler.per_node import per_node_changes
 from eipctl.scheduler.view import PoolViews, cluster_for
 
@@ -77,6 +82,7 @@ class Placer:
         policy: Policy | str,
         clock: Callable[[], float],
         kick: Callable[[float], None],
+        dead_since: dict[str, float] | None = None,
     ) -> None:
         self.claims = claims
         self.nodes = nodes
@@ -88,6 +94,8 @@ class Placer:
         self.clock = clock
         self.kick = kick
         """Ask for another pass after a delay (the term's queue)."""
+        self.dead_since = dead_since if dead_since is not None else {}
+        """node -> when it was declared dead (shared with the liveness watcher)."""
         self.cursor = ""
         self.passes = 0
         """Completed passes (tests and debugging)."""
@@ -144,7 +152,9 @@ class Placer:
         started = self.clock()
         objs: list[Obj] = []
         per_node: dict[str, Obj] = {}
-        for obj in self.claim_objects():
+        all_claims = self.claim_objects()
+        set_claim_phases(all_claims)
+        for obj in all_claims:
             if c.is_per_node(obj):
                 per_node[name_of(obj)] = obj
             else:
@@ -171,6 +181,9 @@ class Placer:
         self.cursor = result.cursor
         by_name = {name_of(o): o for o in objs}
         for d in result.decisions:
+            if d.reason is Reason.NODE_DEAD and d.from_node:
+                # this pass found it dead before the liveness watcher said so
+                self.dead_since.setdefault(d.from_node, started)
             if d.claim in self._pending:
                 self._deferred.add(d.claim)  # decide again once its write is done
             else:
@@ -273,6 +286,9 @@ class Placer:
                 why="claim changed since the decision; the next pass decides again",
             )
             return
+        since = self.dead_since.get(d.from_node) if d.reason is Reason.NODE_DEAD else None
+        if since is not None:  # the move is written: that claim has failed over
+            FAILOVER_SECONDS.observe(max(0.0, self.clock() - since))
         message = self._message(d)
         try:
             stored = await self.writer.update_status(IPCLAIMS, d.claim, c.scheduled_status(message))

@@ -36,10 +36,12 @@ from eipctl.kube.client import (
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import Informer
 from eipctl.kube.leader import LeaderElector
+from eipctl.kube.metrics import LEADER
 from eipctl.kube.workqueue import DONE, Result, WorkQueue, requeue_after, run_workers
 from eipctl.kube.writer import SerializedWriter
 from eipctl.scheduler import claims as c
-from eipctl.scheduler.metrics import IS_LEADER, KNOWN_NODES, LIVE_NODES
+from eipctl.scheduler import metrics
+from eipctl.scheduler.metrics import KNOWN_NODES, LIVE_NODES, NODE_HEARTBEAT_AGE
 from eipctl.scheduler.placing import Placer
 from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
 
@@ -92,6 +94,8 @@ class Scheduler:
         self._passes_before = 0
         self.elector: LeaderElector | None = None
         self.terms = 0
+        self.dead_since: dict[str, float] = {}
+        """When this replica declared each dead node dead (failover duration starts there)."""
         self._log = log.bind(identity=settings.identity)
         self.claims.add_change_handler(self._on_claim_change)
         self.nodes.add_change_handler(self._on_node_change)
@@ -112,6 +116,7 @@ class Scheduler:
 
     # --- lifecycle --------------------------------------------------------------------
     async def run(self, *, health: Health | None = None, stop: asyncio.Event) -> None:
+        LEADER.labels(metrics.COMPONENT).set(0)
         for informer in self.informers:
             informer.start()
         watcher = asyncio.create_task(self._watch_liveness(), name="scheduler-liveness")
@@ -173,6 +178,7 @@ class Scheduler:
             policy=s.policy,
             clock=self.now,
             kick=lambda delay: queue.add_after(PLACE, delay),
+            dead_since=self.dead_since,
         )
         service_claims = ServiceClaims(
             index=self.index,
@@ -204,7 +210,7 @@ class Scheduler:
             queue.add_after(REBALANCE, s.rebalance_interval)
         self.queue = queue
         self.placer = placer
-        IS_LEADER.set(1)
+        LEADER.labels(metrics.COMPONENT).set(1)
         self._log.info(
             "scheduler_leading", term=self.terms, policy=s.policy, claims=len(self.claims)
         )
@@ -217,7 +223,8 @@ class Scheduler:
             self._passes_before += placer.passes
             self.queue = None
             self.placer = None
-            IS_LEADER.set(0)
+            LEADER.labels(metrics.COMPONENT).set(0)
+            metrics.clear_claim_phases()
             self._log.info("scheduler_term_ended", term=self.terms)
 
     # --- liveness -----------------------------------------------------------------------
@@ -233,6 +240,10 @@ class Scheduler:
             now = self.now()
             changes = self.liveness.transitions(now)
             for t in changes:
+                if t.live:
+                    self.dead_since.pop(t.node, None)
+                else:
+                    self.dead_since.setdefault(t.node, now)
                 age = self.liveness.heartbeat_age(t.node, now)
                 self._log.info(
                     "node_live" if t.live else "node_dead",
@@ -240,10 +251,17 @@ class Scheduler:
                     heartbeat_age=None if age is None else round(age, 3),
                     leader=self.is_leader,
                 )
+            for node in [n for n in self.dead_since if self.liveness.is_live(n, now)]:
+                del self.dead_since[node]  # e.g. a pass saw it dead, then it beat again
             if changes:
                 self._enqueue(PLACE)
                 LIVE_NODES.set(len(self.liveness.live(now)))
-            KNOWN_NODES.set(len(self.liveness.known()))
+            known = self.liveness.known()
+            KNOWN_NODES.set(len(known))
+            for node in known:
+                age = self.liveness.heartbeat_age(node, now)
+                if age is not None:
+                    NODE_HEARTBEAT_AGE.labels(node).set(age)
             suspects = self.liveness.suspects(now)
             if bool(suspects) != stalled:
                 stalled = bool(suspects)
@@ -272,6 +290,8 @@ class Scheduler:
         name = name_of(new or old or {})
         if new is None:
             self.liveness.forget(name)
+            self.dead_since.pop(name, None)
+            metrics.forget_node(name)
             self._enqueue(PLACE)
             return
         was_live = self.liveness.is_live(name, now)

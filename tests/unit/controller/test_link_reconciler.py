@@ -166,6 +166,14 @@ async def test_prefix_change_replaces_in_place(h: Harness) -> None:
     h.claims.place("203.0.113.7", prefixLength=24)
     await h.reconciler.reconcile()
     assert set(await h.managed()) == {"203.0.113.7/24"}
+    h.claims.items[0]["spec"]["prefixLength"] = 25  # replaced by us: not drift
+    await h.reconciler.reconcile()
+    assert set(await h.managed()) == {"203.0.113.7/25"}
+    assert "AddressRestored" not in h.events.emitted
+    await h.backend.remove("eth0", "203.0.113.7", 25)  # gone behind our back: drift
+    await h.reconciler.reconcile()
+    assert set(await h.managed()) == {"203.0.113.7/25"}
+    assert h.events.emitted.count("AddressRestored") == 1
 
 
 async def test_claim_changing_link_is_added_before_it_leaves(h: Harness) -> None:

@@ -19,6 +19,7 @@ import pytest_asyncio
 from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import EVENTS, IPCLAIMS, IPNODES, NODES, KubeApi, Obj
+from eipctl.metrics import REGISTRY
 from eipctl.net.frames import mac_to_str
 from eipctl.net.memory import MemoryLinkBackend, Segment
 from eipctl.sandbox.apiserver import ApiServer
@@ -106,6 +107,15 @@ class Bed:
         return {f"{a.ip}/{a.prefixlen}" for a in await self.backend.list_managed(link)}
 
 
+async def events_about(bed: Bed, reason: str) -> list[Obj]:
+    """The Events with this reason (cluster-scoped objects: namespace default)."""
+    return [e for e in (await bed.api.list(EVENTS, "default")).items if e["reason"] == reason]
+
+
+def bound_count() -> float:
+    return REGISTRY.get_sample_value("eipctl_time_to_bound_seconds_count") or 0.0
+
+
 @pytest_asyncio.fixture
 async def bed(apiserver: ApiServer, api_client: Any) -> AsyncIterator[Bed]:
     await apiserver.load_crds_from_dir(CRDS)
@@ -141,9 +151,12 @@ async def test_registers_without_a_node(bed: Bed) -> None:
 async def test_claim_is_added_announced_bound_and_removed_when_moved(bed: Bed) -> None:
     controller = bed.start()
     await eventually(controller.ready)
+    bound_before = bound_count()
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
     assert ("eth0", "203.0.113.7") in bed.probed
+    # time to bound: one observation, when the address is added and Bound requested
+    await eventually(lambda: bound_count() == bound_before + 1, what="time to bound observed")
     await eventually(lambda: ("eth0", "203.0.113.7") in bed.announced)
 
     async def bound() -> bool:
@@ -201,10 +214,12 @@ async def test_restart_keeps_addresses_without_probe_or_announcement(bed: Bed) -
         return await original(link, address, prefixlen)
 
     bed.backend.remove = spy  # type: ignore[method-assign, assignment]
+    bound_before = bound_count()
     controller = bed.start()
     await eventually(lambda: not bed.on_link("203.0.113.8"))
     await eventually(lambda: controller.passes >= 3)
     assert bed.on_link("203.0.113.7")
+    assert bound_count() == bound_before  # already there: no time-to-bound observation
     assert removals == ["203.0.113.8"]  # never remove-then-add the kept one
     assert bed.probed == [] and bed.announced == []
     # its lifetime is renewed to --address-lifetime, not left to the old 30 s
@@ -241,9 +256,14 @@ async def test_drift_is_repaired(bed: Bed) -> None:
     await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
+    assert await events_about(bed, "AddressRestored") == []
     await bed.backend.remove("eth0", "203.0.113.7", 32)  # deleted by hand
     await bed.backend.add("eth0", "203.0.113.99", 32, 30)  # a stray managed address
     await eventually(lambda: bed.on_link("203.0.113.7") and not bed.on_link("203.0.113.99"))
+    restored = await eventually(lambda: events_about(bed, "AddressRestored"))
+    assert restored[0]["type"] == "Normal"
+    assert restored[0]["involvedObject"]["kind"] == "IpClaim"
+    assert restored[0]["involvedObject"]["name"] == claim_name_for("203.0.113.7")
 
 
 async def test_unknown_holder_is_not_fought_until_it_lets_go(bed: Bed) -> None:
@@ -283,6 +303,10 @@ async def test_dead_previous_holder_is_taken_over(bed: Bed) -> None:
     # judged dead on our clock: its heartbeat did not change for node_timeout
     assert loop.time() - started < FAST.node_timeout + 1.5
     assert bed.segment.announcements[-1][1] == bed.backend.mac_of("eth0")
+    taken = await eventually(lambda: events_about(bed, "TakenOver"))
+    assert taken[0]["type"] == "Normal"
+    assert taken[0]["involvedObject"]["name"] == claim_name_for("203.0.113.7")
+    assert "node-old" in taken[0]["message"]
 
 
 async def test_live_previous_holder_is_waited_for(bed: Bed) -> None:
@@ -357,6 +381,14 @@ async def test_fences_when_the_api_is_unreachable_and_restores(bed: Bed) -> None
     assert fenced_after < FAST.node_timeout + 0.3
     await eventually(lambda: bed.on_link("203.0.113.7"), timeout=10)
     assert not controller.fence.fenced
+    for reason, type_ in (("Fenced", "Warning"), ("Restored", "Normal")):
+        (event,) = await eventually(lambda r=reason: events_about(bed, r), what=reason)
+        assert event["type"] == type_
+        assert (event["involvedObject"]["kind"], event["involvedObject"]["name"]) == (
+            "IpNode",
+            NODE,
+        )
+    assert await events_about(bed, "AddressRestored") == []  # fencing removed it: not drift
 
 
 async def test_fenced_from_start_when_the_api_never_answers(bed: Bed) -> None:

@@ -1,0 +1,119 @@
+"""What the sandbox puts into a fresh API: the CRDs, a default pool, Nodes, demo Services.
+
+The CRDs come from the installed package (``eipctl/crds/*.yaml``, which the wheel carries),
+so the sandbox needs no checkout. Everything else is built here as plain objects and created
+through the emulator's store, before any eipctl process starts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from importlib import resources
+from typing import Any
+
+import structlog
+import yaml
+
+from eipctl.core.naming import ANNOTATION_EXTERNAL_IP, AUTO, GROUP, VERSION
+from eipctl.sandbox.apiserver import ApiServer
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+
+CRD_GROUP = "apiextensions.k8s.io"
+CRD_PLURAL = "customresourcedefinitions"
+POOL_NAME = "sandbox"
+DEMO_NAMESPACE = "default"
+DEMO_PREFIX = "demo-"
+NODE_PREFIX = "node-"
+LINK = "eth0"
+
+
+def check_pool_cidr(cidr: str) -> str:
+    """The CIDR in canonical form; ValueError (with a readable message) when it is not one."""
+    try:
+        return str(ipaddress.ip_network(cidr, strict=True))
+    except ValueError as exc:
+        raise ValueError(f"--pool-cidr {cidr!r}: {exc}") from None
+
+
+def crd_documents() -> list[Obj]:
+    """The CustomResourceDefinitions shipped in the package, in file-name order."""
+    folder = resources.files("eipctl") / "crds"
+    docs: list[Obj] = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith((".yaml", ".yml")):
+            continue
+        for doc in yaml.safe_load_all(entry.read_text(encoding="utf-8")):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                docs.append(doc)
+    if not docs:
+        raise RuntimeError(f"no CRDs found in {folder} (is the package installed whole?)")
+    return docs
+
+
+def node_names(count: int) -> list[str]:
+    return [f"{NODE_PREFIX}{n}" for n in range(1, count + 1)]
+
+
+def default_pool(cidr: str) -> Obj:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "IpClaimPool",
+        "metadata": {"name": POOL_NAME},
+        "spec": {"cidr": cidr, "autoAssign": True},
+    }
+
+
+def node_object(name: str) -> Obj:
+    """A core v1 Node, so the controllers find labels to copy onto their IpNodes."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "eipctl.io/sandbox": "true"},
+        },
+    }
+
+
+def demo_service(index: int) -> Obj:
+    name = f"{DEMO_PREFIX}{index}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": DEMO_NAMESPACE,
+            "labels": {"app": name},
+            "annotations": {ANNOTATION_EXTERNAL_IP: AUTO},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app": name},
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}],
+        },
+    }
+
+
+def install_crds(server: ApiServer) -> list[str]:
+    """Create the package's CRDs in the emulator; returns their names."""
+    names = []
+    for doc in crd_documents():
+        server.store.create(CRD_GROUP, CRD_PLURAL, doc)
+        names.append(str(doc["metadata"]["name"]))
+    return names
+
+
+def seed(server: ApiServer, *, pool_cidr: str, nodes: list[str], services: int) -> None:
+    """CRDs, the default pool, one Node per simulated node and the demo Services."""
+    crds = install_crds(server)
+    server.store.create(GROUP, "ipclaimpools", default_pool(pool_cidr))
+    for name in nodes:
+        server.store.create("", "nodes", node_object(name))
+    for index in range(1, services + 1):
+        server.store.create("", "services", demo_service(index), DEMO_NAMESPACE)
+    log.info(
+        "sandbox.seeded", crds=crds, pool=POOL_NAME, cidr=pool_cidr, nodes=nodes, services=services
+    )

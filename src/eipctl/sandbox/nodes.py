@@ -1,0 +1,247 @@
+"""Simulated nodes: one `NodeController` per node in the sandbox's loop, on in-memory links.
+
+Each node is a machine with one link (``eth0``, its own MAC) on a shared `Segment`, the
+simulated L2 domain whose router's neighbour table shows which MAC answers for an IP. The
+controller is the real one (`eipctl.controller.node.NodeController`) with the in-memory
+backend, announcer and prober injected; only the edges are simulated.
+
+Killing a node is a machine dying: its controller stops (no more heartbeats, no goodbye:
+addresses are not released through the API) and its link leaves the segment with every
+address on it. Reviving boots the machine again: an empty link with the same MAC, a fresh
+controller that registers its IpNode and resumes heartbeating. The scheduler notices both
+on its own, from the heartbeat, as it would in a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import structlog
+
+from eipctl.config import ControllerSettings
+from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.controller.process import node_settings
+from eipctl.kube.client import KubeApi, connect
+from eipctl.net.link import IPAddress, parse_ip
+from eipctl.net.memory import MemoryLinkBackend, Segment
+
+log = structlog.get_logger(__name__)
+
+ANNOUNCE_COUNT = 3
+ANNOUNCE_INTERVAL = 0.2  # no real ARP cache to outlast in memory; keep failover snappy
+STOP_TIMEOUT = 3.0
+RESTART_DELAY = 1.0
+LINK = "eth0"
+
+
+class NodeState(enum.StrEnum):
+    UP = "up"
+    KILLED = "killed"
+
+
+class NodeError(Exception):
+    """A kill/revive request that does not apply (unknown node, already dead...)."""
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    name: str
+    state: NodeState
+    addresses: list[str]
+    boots: int
+    mac: str
+
+
+def _mac_for(index: int) -> bytes:
+    """Stable, locally administered MACs: node-1 is 02:e1:00:00:00:01."""
+    return bytes([0x02, 0xE1, 0, 0, (index >> 8) & 0xFF, index & 0xFF])
+
+
+class SimulatedNode:
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        *,
+        segment: Segment,
+        kubeconfig: Path,
+        settings: NodeSettings,
+    ) -> None:
+        self.name = name
+        self.mac = _mac_for(index)
+        self.segment = segment
+        self.kubeconfig = kubeconfig
+        self.settings = settings
+        self.state = NodeState.KILLED
+        self.boots = 0
+        self.backend: MemoryLinkBackend | None = None
+        self.controller: NodeController | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()  # one kill or revive at a time
+
+    # -- what the view and the control endpoint read -------------------------------------
+    async def addresses(self) -> list[str]:
+        """The managed addresses on the node's link now (none while it is dead)."""
+        backend = self.backend
+        if backend is None:
+            return []
+        held = await backend.list_managed(self.settings.link)
+        return [str(a.ip) for a in sorted(held, key=lambda a: (a.ip.version, a.ip))]
+
+    def holds(self, ip: str | IPAddress) -> bool:
+        backend = self.backend
+        return backend is not None and backend.has_address(self.settings.link, parse_ip(ip))
+
+    async def status(self) -> NodeStatus:
+        mac = ":".join(f"{b:02x}" for b in self.mac)
+        return NodeStatus(self.name, self.state, await self.addresses(), self.boots, mac)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def boot(self) -> None:
+        """Power on: an empty link on the segment and a controller that runs until killed."""
+        if self.state is NodeState.UP:
+            raise NodeError(f"{self.name} is already up")
+        backend = MemoryLinkBackend()
+        backend.create_link(self.settings.link, self.mac, segment=self.segment)
+        self.backend = backend
+        self.state = NodeState.UP
+        self.boots += 1
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._life(backend, self._stop), name=f"node-{self.name}")
+        log.info("node.booted", node=self.name, boots=self.boots)
+
+    async def revive(self) -> None:
+        """`boot`, after any kill in progress has finished."""
+        async with self._lock:
+            self.boot()
+
+    async def kill(self) -> list[str]:
+        """Power off: the controller stops, the link and its addresses vanish. Returns the
+        addresses that were on the link."""
+        async with self._lock:
+            return await self._power_off()
+
+    async def _power_off(self) -> list[str]:
+        if self.state is not NodeState.UP:
+            raise NodeError(f"{self.name} is not running")
+        self.state = NodeState.KILLED
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is not None:
+            try:
+                async with asyncio.timeout(STOP_TIMEOUT):
+                    await asyncio.shield(task)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        held = await self.addresses()
+        self._unplug()
+        log.info("node.killed", node=self.name, dropped=held)
+        return held
+
+    def _unplug(self) -> None:
+        backend, self.backend = self.backend, None
+        if backend is None:
+            return
+        self.segment.members[:] = [m for m in self.segment.members if m[0] is not backend]
+        backend.delete_link(self.settings.link)
+
+    async def _life(self, backend: MemoryLinkBackend, stop: asyncio.Event) -> None:
+        """Run the controller until `stop`; a controller that fails is started again."""
+        while not stop.is_set():
+            try:
+                await self._run_controller(backend, stop)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("node.controller.failed", node=self.name, restart_in=RESTART_DELAY)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(RESTART_DELAY):
+                        await stop.wait()
+
+    async def _run_controller(self, backend: MemoryLinkBackend, stop: asyncio.Event) -> None:
+        apis: list[KubeApi] = []
+        try:
+            api = await connect(str(self.kubeconfig), request_timeout=10.0)
+            apis.append(api)
+            heartbeat_api = await connect(
+                str(self.kubeconfig), request_timeout=self.settings.node_timeout
+            )
+            apis.append(heartbeat_api)
+
+            async def announcer(link: str, ip: str | IPAddress, /) -> int:
+                return await backend.announce(
+                    link, ip, count=ANNOUNCE_COUNT, interval=ANNOUNCE_INTERVAL
+                )
+
+            self.controller = NodeController(
+                self.settings,
+                api=api,
+                heartbeat_api=heartbeat_api,
+                backend=backend,
+                announcer=announcer,
+                prober=backend.probe,
+            )
+            await self.controller.run(stop)
+        finally:
+            self.controller = None
+            for client in apis:
+                with contextlib.suppress(Exception):
+                    await client.close()
+
+
+class Fleet:
+    """The simulated nodes, by name."""
+
+    def __init__(self, names: list[str], *, kubeconfig: Path) -> None:
+        self.segment = Segment()
+        defaults = ControllerSettings()
+        self.nodes = {
+            name: SimulatedNode(
+                name,
+                index,
+                segment=self.segment,
+                kubeconfig=kubeconfig,
+                # restart_grace 0: a kill is a crash, never a clean restart that asks the
+                # scheduler to wait before moving the node's IPs
+                settings=node_settings(
+                    replace(defaults, node_name=name, iface=LINK, restart_grace=0.0)
+                ),
+            )
+            for index, name in enumerate(names, start=1)
+        }
+
+    def get(self, name: str) -> SimulatedNode:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            known = ", ".join(self.nodes)
+            raise NodeError(f"no node {name!r} (nodes: {known})") from None
+
+    def boot_all(self) -> None:
+        for node in self.nodes.values():
+            node.boot()
+
+    async def start(self) -> None:
+        self.boot_all()
+
+    def holder_of(self, ip: str) -> str | None:
+        """The node whose link carries `ip` right now (first one, if several)."""
+        for node in self.nodes.values():
+            if node.holds(ip):
+                return node.name
+        return None
+
+    async def statuses(self) -> list[NodeStatus]:
+        return [await n.status() for n in self.nodes.values()]
+
+    async def stop(self) -> None:
+        """Stop every controller (the sandbox is ending; addresses do not matter any more)."""
+        up = [n for n in self.nodes.values() if n.state is NodeState.UP]
+        await asyncio.gather(*(n.kill() for n in up), return_exceptions=True)

@@ -1,0 +1,270 @@
+"""`Sandbox`: one run of `eipctl sandbox`, from boot to the final summary.
+
+Boot order: the API emulator (in this process), CRDs, pool, Nodes and demo Services, the
+kubeconfigs, the control socket, the simulated nodes' controllers (tasks in this loop, on
+in-memory links), then the allocator and scheduler (child processes). Shutdown runs the other
+way round: no more control requests, children stopped (SIGTERM, then SIGKILL), controllers
+stopped, emulator stopped, socket removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import TextIO
+
+import structlog
+
+from eipctl.config import SandboxSettings
+from eipctl.kube.client import IPCLAIMS, IPNODES, SERVICES, KubeApi, connect
+from eipctl.kube.errors import ApiError
+from eipctl.sandbox.apiserver import ApiServer
+from eipctl.sandbox.boot import NODE_PREFIX, node_names, seed
+from eipctl.sandbox.children import Child, Children, component_argv
+from eipctl.sandbox.control import ControlServer, Reply, Request
+from eipctl.sandbox.netns import NetnsFleet, write_node_kubeconfig
+from eipctl.sandbox.nodes import Fleet, NodeError, NodeState
+from eipctl.sandbox.view import LiveView, NodeLine, Snapshot, render, rows_from
+
+log = structlog.get_logger(__name__)
+
+REFRESH_INTERVAL = 0.5
+CHILD_GRACE = 5.0
+NODES_READY_TIMEOUT = 20.0
+
+
+class Sandbox:
+    def __init__(self, settings: SandboxSettings, *, out: TextIO, tty: bool) -> None:
+        self.settings = settings
+        self.state_dir = Path(settings.state_dir).absolute()
+        self.kubeconfig = self.state_dir / "kubeconfig"
+        # plain HTTP on loopback, no token: kubectl sends no bearer token over plain HTTP,
+        # and TLS would need the openssl binary (see docs/sandbox.md)
+        self.server = ApiServer(history_window=5000, bookmark_interval=5.0)
+        self.fleet: Fleet | NetnsFleet
+        if settings.netns:
+            self.fleet = NetnsFleet(
+                node_names(settings.nodes),
+                state_dir=self.state_dir,
+                upstream=("127.0.0.1", 0),  # the API's port, once it listens
+                log_level=settings.log_level,
+            )
+        else:
+            self.fleet = Fleet(node_names(settings.nodes), kubeconfig=self.kubeconfig)
+        self.children = Children(
+            [
+                Child(
+                    name,
+                    component_argv(name, self.kubeconfig, settings.log_level),
+                    self.state_dir / f"{name}.log",
+                )
+                for name in ("allocator", "scheduler")
+            ]
+        )
+        self.control = ControlServer(self.state_dir, self.handle)
+        self.out = out
+        self.view = LiveView(out, tty=tty)
+        self.started = time.monotonic()
+        self.kills = 0
+        self.revives = 0
+        self._api: KubeApi | None = None
+        self._kubeconfig_out = Path(settings.kubeconfig_out)
+        self._key_tasks: set[asyncio.Task[Reply]] = set()
+
+    # -- boot and shutdown ---------------------------------------------------------------
+    async def boot(self, stop: asyncio.Event) -> None:
+        """Everything up; on failure, whatever was started is stopped again. `stop` cuts
+        the wait for the nodes short."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o700)
+        await self.control.start()
+        try:
+            await self.server.start(host="127.0.0.1", port=self.settings.port)
+            seed(
+                self.server,
+                pool_cidr=self.settings.pool_cidr,
+                nodes=list(self.fleet.nodes),
+                services=self.settings.services,
+            )
+            self.server.write_kubeconfig(self.kubeconfig)
+            out = self.server.write_kubeconfig(self.settings.kubeconfig_out)
+            self._api = api = await connect(str(self.kubeconfig), request_timeout=5.0)
+            if isinstance(self.fleet, NetnsFleet):
+                self.fleet.upstream = (self.server.host, self.server.port)
+                write_node_kubeconfig(self.server, self.fleet.node_kubeconfig)
+            await self.fleet.start()
+            await self._wait_for_nodes(api, stop)
+            self.children.start()
+        except BaseException:
+            await self.shutdown()
+            raise
+        self.started = time.monotonic()
+        self._kubeconfig_out = out
+        self.set_header(keys=False)
+        log.info("sandbox.started", api=self.server.url, kubeconfig=str(out), pid=os.getpid())
+
+    def set_header(self, *, keys: bool) -> None:
+        """The lines above the table on a terminal: where things are, what to try."""
+        self.view.header = [
+            f"eipctl sandbox: API {self.server.url}, {len(self.fleet.nodes)} nodes, "
+            f"pool {self.settings.pool_cidr}, logs in {self.state_dir}",
+            f"  try: kubectl --kubeconfig {self._kubeconfig_out} get ipclaims",
+            f"       eipctl sandbox kill-node NODE{self._state_flag()}  (or revive-node)",
+            "  keys: 1-9 kill or revive node-1..9, q stops" if keys else "  Ctrl-C stops",
+            "",
+        ]
+
+    def on_key(self, key: str, stop: asyncio.Event) -> None:
+        """`q` stops; a digit kills node-N if it is up, revives it otherwise."""
+        if key in ("q", "Q"):
+            stop.set()
+            return
+        name = f"{NODE_PREFIX}{key}"
+        if not key.isdigit() or name not in self.fleet.nodes:
+            return
+        up = self.fleet.get(name).state is NodeState.UP
+        req = {"action": "kill-node" if up else "revive-node", "node": name}
+        task = asyncio.create_task(self.handle(req), name=f"key-{key}")
+        self._key_tasks.add(task)
+        task.add_done_callback(self._key_tasks.discard)
+
+    async def _wait_for_nodes(self, api: KubeApi, stop: asyncio.Event) -> None:
+        """Give the nodes time to register their IpNodes before the scheduler starts, so
+        the first placements spread over all of them (claims never move back by design)."""
+        want = set(self.fleet.nodes)
+        try:
+            async with asyncio.timeout(NODES_READY_TIMEOUT):
+                while not stop.is_set():
+                    with contextlib.suppress(ApiError):
+                        items = (await api.list(IPNODES)).items
+                        beating = {
+                            str(n["metadata"]["name"])
+                            for n in items
+                            if (n.get("status") or {}).get("heartbeat")
+                        }
+                        if want <= beating:
+                            return
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            log.warning("sandbox.nodes.slow", waited=NODES_READY_TIMEOUT)
+
+    def _state_flag(self) -> str:
+        default = SandboxSettings().state_dir
+        return (
+            "" if self.settings.state_dir == default else f" --state-dir {self.settings.state_dir}"
+        )
+
+    async def shutdown(self) -> None:
+        await self.control.close()
+        await asyncio.gather(*self._key_tasks, return_exceptions=True)
+        await self.children.stop(CHILD_GRACE)
+        await self.fleet.stop()
+        if self._api is not None:
+            with contextlib.suppress(Exception):
+                await self._api.close()
+            self._api = None
+        await self.server.stop()
+        log.info("sandbox.stopped")
+
+    # -- the live loop -------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Refresh the view until `stop` is set or --duration has passed."""
+        duration = self.settings.duration
+        deadline = self.started + duration if duration > 0 else None
+        while not stop.is_set():
+            await self.refresh()
+            wait = REFRESH_INTERVAL
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                wait = min(wait, left)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await stop.wait()
+        await self.refresh()
+
+    async def snapshot(self) -> Snapshot | None:
+        """The state as the API and the simulated links show it; None if the API did not
+        answer (the previous view stays)."""
+        if self._api is None:
+            return None
+        try:
+            services = await self._api.list(SERVICES)
+            claims = await self._api.list(IPCLAIMS)
+        except ApiError as exc:
+            log.info("view.refresh.failed", error=repr(exc))
+            return None
+        nodes = tuple(
+            NodeLine(s.name, s.state.value, len(s.addresses)) for s in await self.fleet.statuses()
+        )
+        rows = rows_from(services.items, claims.items, self.fleet.holder_of)
+        return Snapshot(time.monotonic() - self.started, rows, nodes, self._child_notes())
+
+    def _child_notes(self) -> tuple[str, ...]:
+        """A line per child process that has exited since the sandbox started it."""
+        return tuple(
+            f"{c.name} exited {c.starts - 1 + (not c.running)} time(s), see {c.log_path}"
+            for c in self.children.statuses()
+            if c.starts > 1 or (c.starts == 1 and not c.running)
+        )
+
+    async def refresh(self) -> None:
+        snap = await self.snapshot()
+        if snap is not None:
+            self.view.update(snap)
+
+    def summary(self) -> list[str]:
+        """The final words: the last table and one line of totals."""
+        snap = self.view.last
+        lines = [] if snap is None or self.view.tty else render(snap)
+        elapsed = time.monotonic() - self.started
+        if snap is None:
+            lines.append(f"sandbox stopped after {elapsed:.1f}s")
+            return lines
+        up = sum(1 for n in snap.nodes if n.state == NodeState.UP.value)
+        lines.append(
+            f"sandbox stopped after {elapsed:.1f}s: {snap.with_ip}/{snap.services} services "
+            f"had an IP, {snap.bound} claims Bound, {up}/{len(snap.nodes)} nodes up, "
+            f"{self.kills} kill(s), {self.revives} revive(s)"
+        )
+        return lines
+
+    # -- control requests ------------------------------------------------------------------
+    async def handle(self, req: Request) -> Reply:
+        action = req.get("action")
+        if action == "status":
+            return {"ok": True, "message": "\n".join(await self.status_lines())}
+        if action not in ("kill-node", "revive-node"):
+            return {"ok": False, "message": f"unknown action {action!r}"}
+        try:
+            node = self.fleet.get(str(req.get("node") or ""))
+            if action == "kill-node":
+                dropped = await node.kill()
+                self.kills += 1
+                held = ", ".join(dropped) or "no addresses"
+                message = f"{node.name} killed: heartbeat stopped, dropped {held}"
+            else:
+                await node.revive()
+                self.revives += 1
+                message = f"{node.name} revived: controller started, heartbeat resumes"
+        except NodeError as exc:
+            return {"ok": False, "message": str(exc)}
+        self.view.message(f"[{time.monotonic() - self.started:6.1f}s] {message}")
+        return {"ok": True, "message": message}
+
+    async def status_lines(self) -> list[str]:
+        lines = [f"API {self.server.url}, kubeconfig {self.settings.kubeconfig_out}"]
+        snap = await self.snapshot() or self.view.last
+        if snap is not None:
+            lines += render(snap)
+        for n in await self.fleet.statuses():
+            held = ", ".join(n.addresses) or "-"
+            lines.append(f"  {n.name}: {n.state.value}, mac {n.mac}, boots {n.boots}, holds {held}")
+        for c in self.children.statuses():
+            state = f"running, pid {c.pid}" if c.running else f"exited {c.last_exit}"
+            lines.append(f"  {c.name}: {state}, starts {c.starts}, log {c.log_path}")
+        return lines

@@ -1,0 +1,288 @@
+"""`eipctl sandbox` as a user runs it: a real process, real kubectl, kill and revive a node.
+
+Run twice: with in-memory links (no root) and with --netns (root: namespaces, the real
+controller with netlink and gratuitous ARP, as child processes).
+
+The story: the sandbox starts with 3 nodes and 6 demo Services; every Service gets an IP and
+every claim is Bound on a node. Killing node-1 moves its claims to the others; reviving it
+brings its heartbeat back, and when node-2 is killed next, node-1 takes claims again. At the
+end of --duration the sandbox exits 0, prints a summary, and leaves no process behind.
+
+Polls with generous timeouts: this must pass on a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+pytestmark = pytest.mark.kubectl
+
+KUBECTL = shutil.which("kubectl") or str(Path(sys.executable).with_name("kubectl"))
+DURATION = 30  # seconds; the story takes ~7 s on an idle machine, leave room for a busy one
+NODES = 3
+SERVICES = 6
+T = TypeVar("T")
+
+
+def until(check: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains `text` (zombies excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if text in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+class Sandbox:
+    def __init__(self, workdir: Path, extra: list[str]) -> None:
+        self.workdir = workdir
+        self.extra = extra
+        self.state_dir = workdir / "state"
+        self.kubeconfig = workdir / "sandbox.kubeconfig"
+        self.out_path = workdir / "sandbox.out"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.out_path.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "eipctl", "sandbox",
+                    "--duration", f"{DURATION}s",
+                    "--nodes", str(NODES),
+                    "--services", str(SERVICES),
+                    "--state-dir", str(self.state_dir),
+                    "--kubeconfig-out", str(self.kubeconfig),
+                    *self.extra,
+                ],
+                cwd=self.workdir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    def eipctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "eipctl", "sandbox", *args, "--state-dir", str(self.state_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def kubectl_json(self, *args: str) -> Any:
+        done = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(self.kubeconfig), *args, "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def claims(self) -> dict[str, dict[str, Any]]:
+        return {c["spec"]["ip"]: c for c in self.kubectl_json("get", "ipclaims")["items"]}
+
+    def placement(self) -> dict[str, str]:
+        """IP -> node, for Bound claims only."""
+        return {
+            ip: c["spec"].get("nodeName", "")
+            for ip, c in self.claims().items()
+            if (c.get("status") or {}).get("phase") == "Bound"
+        }
+
+    def heartbeat(self, node: str) -> int:
+        obj = self.kubectl_json("get", "ipnode", node)
+        return int((obj.get("status") or {}).get("heartbeat") or 0)
+
+    def output(self) -> str:
+        return self.out_path.read_text(errors="replace")
+
+
+def netns_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (creates network namespaces)"
+    if shutil.which("ip") is None:
+        return "needs iproute2's `ip`"
+    return None
+
+
+@pytest.fixture(
+    params=[
+        pytest.param([], id="memory"),
+        pytest.param(["--netns"], id="netns", marks=pytest.mark.netns),
+    ]
+)
+def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sandbox]:
+    if not Path(KUBECTL).exists():
+        pytest.skip("kubectl not found")
+    extra: list[str] = request.param
+    if extra and (reason := netns_unavailable()):
+        pytest.skip(reason)
+    box = Sandbox(tmp_path, extra)
+    box.start()
+    try:
+        yield box
+    finally:
+        if box.proc is not None and box.proc.poll() is None:
+            box.proc.send_signal(signal.SIGKILL)
+            box.proc.wait()
+        for pid in processes_mentioning(str(box.state_dir)):
+            os.kill(pid, signal.SIGKILL)
+        if box.extra and box.proc is not None:  # namespaces of a sandbox that did not finish
+            listed = subprocess.run(
+                ["ip", "netns", "list"], capture_output=True, text=True, check=False
+            )
+            for line in listed.stdout.splitlines():
+                if line.startswith(f"eipsbx-{box.proc.pid}-"):
+                    subprocess.run(["ip", "netns", "del", line.split()[0]], check=False)
+
+
+def all_bound_on_nodes(box: Sandbox) -> dict[str, str] | None:
+    services = box.kubectl_json("get", "services", "-n", "default")["items"]
+    demo = [s for s in services if s["metadata"]["name"].startswith("demo-")]
+    ips = [ip for s in demo for ip in s["spec"].get("externalIPs") or []]
+    if len(demo) != SERVICES or len(ips) != SERVICES:
+        return None
+    placement = box.placement()
+    if sorted(placement) != sorted(ips) or not all(placement.values()):
+        return None
+    return placement
+
+
+def test_sandbox_failover_story(sandbox: Sandbox) -> None:
+    box = sandbox
+    until(box.kubeconfig.exists, "the kubeconfig", timeout=60)
+
+    placement = until(lambda: all_bound_on_nodes(box), "every demo Service Bound", timeout=60)
+    assert set(placement.values()) <= {f"node-{n}" for n in range(1, NODES + 1)}
+    assert len(set(placement.values())) == NODES  # spread: every node holds some
+
+    status = box.eipctl("status")
+    assert status.returncode == 0, status.stderr
+    assert "node-1: up" in status.stdout and "allocator: running" in status.stdout
+
+    on_node_1 = sorted(ip for ip, node in placement.items() if node == "node-1")
+    killed = box.eipctl("kill-node", "node-1")
+    assert killed.returncode == 0, killed.stderr
+    assert "node-1 killed" in killed.stdout
+
+    def moved_off_node_1() -> dict[str, str] | None:
+        now = box.placement()
+        if len(now) == SERVICES and "node-1" not in now.values():
+            return now
+        return None
+
+    after_kill = until(moved_off_node_1, "node-1's claims Bound elsewhere", timeout=20)
+    assert all(after_kill[ip] in ("node-2", "node-3") for ip in on_node_1)
+    assert all(after_kill[ip] == node for ip, node in placement.items() if node != "node-1")
+
+    frozen = box.heartbeat("node-1")
+    revived = box.eipctl("revive-node", "node-1")
+    assert revived.returncode == 0, revived.stderr
+    until(lambda: box.heartbeat("node-1") > frozen + 2, "node-1 heartbeating again", timeout=20)
+
+    box.eipctl("kill-node", "node-2")
+
+    def node_2_claims_moved() -> dict[str, str] | None:
+        now = box.placement()
+        ok = len(now) == SERVICES and "node-2" not in now.values()
+        return now if ok and "node-1" in now.values() else None
+
+    until(node_2_claims_moved, "node-2's claims Bound on node-1 and node-3", timeout=20)
+
+    assert box.proc is not None
+    code = box.proc.wait(timeout=DURATION + 60)
+    out = box.output()
+    assert code == 0, out
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith("sandbox stopped after"), out
+    assert f"{SERVICES}/{SERVICES} services had an IP" in summary
+    assert "2 kill(s), 1 revive(s)" in summary
+    assert processes_mentioning(str(box.state_dir)) == []
+    assert not (box.state_dir / "control.sock").exists()
+    if box.extra:  # --netns: every namespace the sandbox made is gone
+        assert (
+            f"eipsbx-{box.proc.pid}-"
+            not in subprocess.run(
+                ["ip", "netns", "list"], capture_output=True, text=True, check=True
+            ).stdout
+        )
+    assert (box.state_dir / "sandbox.log").exists()  # quiet at the default level (warning)
+    for name in ("allocator.log", "scheduler.log"):
+        assert "--- start 1:" in (box.state_dir / name).read_text()
+
+
+def test_sigterm_stops_a_sandbox_cleanly(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    out_path = tmp_path / "out"
+    with out_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "eipctl", "sandbox", "--nodes", "2", "--services", "2",
+             "--state-dir", str(state), "--kubeconfig-out", str(tmp_path / "k")],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+
+        def answering() -> bool:
+            done = subprocess.run(
+                [sys.executable, "-m", "eipctl", "sandbox", "status", "--state-dir", str(state)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            return done.returncode == 0 and "2/2 services have an IP" in done.stdout
+
+        until(answering, "the sandbox answering with both Services placed", timeout=60)
+        assert processes_mentioning(str(state))  # the allocator and the scheduler
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert out_path.read_text().strip().splitlines()[-1].startswith("sandbox stopped after")
+    assert processes_mentioning(str(state)) == []
+    assert not (state / "control.sock").exists()
+
+
+def test_sandbox_control_without_a_sandbox(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "eipctl", "sandbox", "status", "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "no sandbox is running" in done.stderr

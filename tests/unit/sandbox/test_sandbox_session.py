@@ -1,0 +1,67 @@
+"""A whole sandbox in the test's loop: boot, Services bound, control requests, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+from eipctl.config import SandboxSettings
+from eipctl.sandbox.control import request
+from eipctl.sandbox.session import Sandbox
+
+
+async def test_boot_serve_and_shut_down(tmp_path: Path) -> None:
+    settings = SandboxSettings(
+        nodes=2,
+        services=3,
+        state_dir=str(tmp_path / "state"),
+        kubeconfig_out=str(tmp_path / "sandbox.kubeconfig"),
+    )
+    out = io.StringIO()
+    box = Sandbox(settings, out=out, tty=False)
+    stop = asyncio.Event()
+    await box.boot(stop)
+    try:
+        assert (tmp_path / "sandbox.kubeconfig").exists()
+        assert (tmp_path / "state").stat().st_mode & 0o077 == 0
+        async with asyncio.timeout(60):
+            while True:
+                snap = await box.snapshot()
+                if snap and snap.bound == 3 and all(r.on_link for r in snap.rows):
+                    break
+                await asyncio.sleep(0.2)
+        nodes = {r.node for r in snap.rows}
+        assert nodes == {"node-1", "node-2"}
+
+        status = await request(settings.state_dir, {"action": "status"})
+        assert status["ok"] and "allocator: running" in status["message"]
+        unknown = await request(settings.state_dir, {"action": "explode"})
+        assert unknown == {"ok": False, "message": "unknown action 'explode'"}
+        missing = await request(settings.state_dir, {"action": "kill-node", "node": "node-7"})
+        assert missing["ok"] is False and "no node 'node-7'" in missing["message"]
+
+        killed = await request(settings.state_dir, {"action": "kill-node", "node": "node-1"})
+        assert killed["ok"] and killed["message"].startswith("node-1 killed")
+        async with asyncio.timeout(30):
+            while True:
+                snap = await box.snapshot()
+                if snap and snap.bound == 3 and {r.on_link for r in snap.rows} == {"node-2"}:
+                    break
+                await asyncio.sleep(0.2)
+        revived = await request(settings.state_dir, {"action": "revive-node", "node": "node-1"})
+        assert revived["ok"]
+        await box.refresh()
+
+        box.on_key("9", stop)  # no node-9: nothing happens
+        box.on_key("x", stop)
+        assert not stop.is_set()
+        box.on_key("q", stop)
+        assert stop.is_set()
+    finally:
+        await box.shutdown()
+    assert not (tmp_path / "state" / "control.sock").exists()
+    assert all(not c.running for c in box.children.statuses())
+    summary = box.summary()[-1]
+    assert "3/3 services had an IP" in summary and "1 kill(s), 1 revive(s)" in summary
+    assert "node-1 killed: heartbeat stopped" in out.getvalue()
