@@ -1,7 +1,7 @@
 """Typed settings of each eipctl process; every field is a flag (see `cli/settings.py`).
 
 The failover-related defaults are chosen together; docs/failover-tuning.md has the arithmetic:
-heartbeat 250 ms, node timeout 1 s, scheduler Lease 1 s / renew deadline 0.8 s / retry 0.2 s,
+heartbeat 200 ms, node timeout 750 ms, scheduler Lease 1 s / renew deadline 0.8 s / retry 0.2 s,
 so "node killed -> its IPs re-placed" stays under 2 s even when the node also ran the leader.
 """
 
@@ -94,7 +94,7 @@ class LeaderSettings:
 class SchedulerSettings(LeaderSettings, CommonSettings):
     policy: str = setting("spread", one_of(POLICIES), "placement policy: spread, single or all")
     node_timeout: float = setting(
-        "1s", positive_duration, "an IpNode whose heartbeat has not changed this long is dead"
+        "750ms", positive_duration, "an IpNode whose heartbeat has not changed this long is dead"
     )
     claim_unpooled_external_ips: bool = setting(
         "false",
@@ -134,10 +134,12 @@ class ControllerSettings(CommonSettings):
     )
     iface: str = setting("eth0", parse_text, "link that holds the claims (unless spec.link)")
     heartbeat_interval: float = setting(
-        "250ms", positive_duration, "how often the IpNode heartbeat is bumped"
+        "200ms", positive_duration, "how often the IpNode heartbeat is bumped"
     )
     node_timeout: float = setting(
-        "1s", positive_duration, "unrenewed heartbeat for this long: remove own addresses (fence)"
+        "750ms",
+        positive_duration,
+        "unrenewed heartbeat for this long: remove own addresses (fence)",
     )
     resync_interval: float = setting(
         "10s", positive_duration, "full comparison of claims and link, repairing drift"

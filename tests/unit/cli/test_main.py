@@ -22,7 +22,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = settings_for(["scheduler"], monkeypatch, {})
     assert isinstance(settings, SchedulerSettings)
     assert settings.policy == "spread"
-    assert settings.node_timeout == 1.0
+    assert settings.node_timeout == 0.75
     assert settings.lease_duration > settings.renew_deadline > settings.retry_period
 
 
@@ -119,7 +119,7 @@ def test_each_command_shows_only_its_own_flags() -> None:
     assert "--iface" in helps["controller"] and "--iface" not in helps["scheduler"]
     assert "--purge-on-pool-delete" in helps["allocator"]
     assert "--nodes" in helps["sandbox"]
-    assert "(default: '1s'; env EIPCTL_NODE_TIMEOUT)" in " ".join(helps["scheduler"].split())
+    assert "(default: '750ms'; env EIPCTL_NODE_TIMEOUT)" in " ".join(helps["scheduler"].split())
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
