@@ -12,7 +12,6 @@ from test_allocator_support import (
     IPCLAIMPOOLS,
     SERVICES,
     allocator,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     create,
     events_for,
     eventually,

@@ -17,7 +17,6 @@ from test_allocator_support import (
     IPCLAIMS,
     SERVICES,
     allocator,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     check_consistent,
     claims,
     create,

@@ -9,7 +9,6 @@ from test_allocator_support import (
     IPCLAIMPOOLS,
     SERVICES,
     allocator,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     check_consistent,
     claims,
     create,

@@ -12,16 +12,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
-
 import polling
 from eipctl.allocator.process import run
 from eipctl.cli.values import parse_bind_address
 from eipctl.config import AllocatorSettings
 from eipctl.health import Health
-from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, SERVICES, KubeApi, Obj, connect
+from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, SERVICES, KubeApi, Obj
 from eipctl.kube.errors import AlreadyExists, NotFound
-from eipctl.sandbox.apiserver import ApiServer
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "deploy" / "crds"
@@ -53,17 +50,6 @@ async def allocator(kubeconfig: Path, **kw: Any) -> AsyncIterator[asyncio.Event]
         stop.set()
         async with asyncio.timeout(10):
             await task
-
-
-@pytest_asyncio.fixture(name="api")
-async def api_fixture(apiserver: ApiServer, kubeconfig_path: Path) -> AsyncIterator[KubeApi]:
-    """A client on the emulator with the eipctl CRDs loaded; closed afterwards."""
-    await apiserver.load_crds_from_dir(CRDS)
-    api = await connect(str(kubeconfig_path))
-    try:
-        yield api
-    finally:
-        await api.close()
 
 
 def pool(name: str, cidr: str, **spec: Any) -> Obj:

@@ -24,7 +24,6 @@ from test_nodeips_ec2 import (
 from test_nodeips_support import (
     IPCLAIMPOOLS,
     NODES,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     claims_by_node,
     eventually,
     get,

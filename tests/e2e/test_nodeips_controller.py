@@ -14,7 +14,6 @@ from pathlib import Path
 from test_nodeips_support import (
     IPCLAIMPOOLS,
     NODES,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     eventually,
     get,
     node,

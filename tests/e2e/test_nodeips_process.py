@@ -9,7 +9,6 @@ from pathlib import Path
 from test_nodeips_support import (
     IPCLAIMPOOLS,
     NODES,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     claims_by_node,
     eventually,
     node,

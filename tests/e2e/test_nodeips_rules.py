@@ -13,7 +13,6 @@ from test_nodeips_support import (
     IPCLAIMS,
     NODES,
     PODS,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     claims_by_node,
     controllers,
     eventually,

@@ -12,8 +12,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
-
 import polling
 from eipctl.cli.values import parse_bind_address
 from eipctl.cloud.provider import AddressProvider
@@ -40,7 +38,6 @@ from eipctl.kube.client import (
 from eipctl.kube.errors import Conflict, NotFound
 from eipctl.nodeips.process import PODS, NodeIps
 from eipctl.nodeips.settings import NodeIpsSettings
-from eipctl.sandbox.apiserver import ApiServer
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "deploy" / "crds"
@@ -124,16 +121,6 @@ async def nodeips(
         stop.set()
         async with asyncio.timeout(10):
             await task
-        await api.close()
-
-
-@pytest_asyncio.fixture(name="api")
-async def api_fixture(apiserver: ApiServer, kubeconfig_path: Path) -> AsyncIterator[KubeApi]:
-    await apiserver.load_crds_from_dir(CRDS)
-    api = await connect(str(kubeconfig_path))
-    try:
-        yield api
-    finally:
         await api.close()
 
 
