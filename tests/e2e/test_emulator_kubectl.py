@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from story_sandbox import kubectl_binary
 
 from eipctl.sandbox.apiserver import ApiServer
 
@@ -47,17 +46,6 @@ spec:
   selector: {app: web}
   ports: [{port: 80}]
 """
-
-
-def kubectl_binary() -> str:
-    """The venv's kubectl (v1.37), never the older system one."""
-    venv = Path(sys.executable).parent / "kubectl"
-    if venv.exists():
-        return str(venv)
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.skip("kubectl not installed")
-    return found
 
 
 class Kubectl:
@@ -178,6 +166,60 @@ async def test_kubectl_shows_validation_errors(apiserver: ApiServer, kubectl: Ku
     bad = "apiVersion: eipctl.io/v1alpha1\nkind: IpClaim\nmetadata: {name: x}\nspec: {ip: not-an-ip}\n"
     rc, _, err = await kubectl.run("apply", "-f", "-", stdin=bad, check=False)
     assert rc != 0 and "spec.ip" in err and "Invalid" in err
+
+
+BAD_POOL = """
+apiVersion: eipctl.io/v1alpha1
+kind: IpClaimPool
+metadata:
+  name: bad
+spec:
+  cidr: 10.0.0.0/33
+"""
+
+
+async def test_kubectl_apply_bad_cidr_says_why(apiserver: ApiServer, kubectl: Kubectl) -> None:
+    """The CRD's CEL rule (isCIDR) refuses a /33 with a message a person reads, worded as a
+    real apiserver words a failed x-kubernetes-validations rule."""
+    await kubectl.out("apply", "-f", str(CRDS))
+    rc, _, err = await kubectl.run("apply", "-f", "-", stdin=BAD_POOL, check=False)
+    assert rc != 0
+    assert err.strip() == (
+        'The IpClaimPool "bad" is invalid: spec.cidr: Invalid value: "string": '
+        "cidr must be an IP prefix such as 192.0.2.0/24 or 2001:db8::/64"
+    )
+    assert apiserver.store.find("eipctl.io", "ipclaimpools", "bad") is None
+
+    out = await kubectl.out("apply", "-f", "-", stdin=BAD_POOL.replace("/33", "/24"))
+    assert out.strip() == "ipclaimpool.eipctl.io/bad created"
+    rc, _, err = await kubectl.run(
+        "patch",
+        "ipp",
+        "bad",
+        "--type=merge",
+        "-p",
+        '{"spec":{"exclude":["10.0.0.1/40"]}}',
+        check=False,
+    )
+    assert rc != 0 and "spec.exclude[0]: Invalid value" in err
+    assert "each exclude entry must be an IP address or prefix" in err
+
+
+async def test_kubectl_meets_deny_service_external_ips(
+    apiserver: ApiServer, kubectl: Kubectl
+) -> None:
+    """With the DenyServiceExternalIPs switch on, kubectl prints what a real cluster prints."""
+    apiserver.plugins.deny_service_external_ips = True
+    web = SAMPLES.rsplit("---", maxsplit=1)[-1]
+    assert (await kubectl.out("apply", "-f", "-", stdin=web)).strip() == "service/web created"
+    rc, _, err = await kubectl.run(
+        "patch", "svc", "web", "-p", '{"spec":{"externalIPs":["203.0.113.7"]}}', check=False
+    )
+    assert rc != 0
+    assert err.strip() == (
+        'Error from server (Forbidden): services "web" is forbidden: '
+        "Use of external IPs is denied by admission control"
+    )
 
 
 async def test_kubectl_delete_waits_for_finalizers(apiserver: ApiServer, kubectl: Kubectl) -> None:

@@ -133,13 +133,14 @@ async def test_status_subresource_is_separate(widgets: ApiServer, api_client: An
 
 async def test_service_status_ignored_on_main_endpoint(api_client: Any) -> None:
     core = client.CoreV1Api(api_client)
-    svc = {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}
+    svc = {"metadata": {"name": "web"}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}
     await core.create_namespaced_service("default", svc)
     lb = {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}
     out = await core.patch_namespaced_service("web", "default", lb)
     assert out.status.load_balancer.ingress is None
     out = await core.patch_namespaced_service_status("web", "default", lb)
     assert out.status.load_balancer.ingress[0].ip == "203.0.113.7"
+    assert out.status.load_balancer.ingress[0].ip_mode == "VIP"  # defaulted (service_status.py)
     out = await core.patch_namespaced_service(
         "web",
         "default",

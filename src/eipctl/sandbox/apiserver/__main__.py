@@ -27,6 +27,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--token", help="require this bearer token")
     p.add_argument("--tls", action="store_true", help="serve HTTPS with a self-signed certificate")
     p.add_argument("--crds", help="directory of CRD YAML files to load at start")
+    p.add_argument(
+        "--deny-service-external-ips",
+        action="store_true",
+        help="enable the DenyServiceExternalIPs admission plugin (new spec.externalIPs refused)",
+    )
     return p.parse_args(argv)
 
 
@@ -37,6 +42,7 @@ async def serve(args: argparse.Namespace) -> None:
         bookmark_interval=args.bookmark_interval,
         token=args.token,
         tls=args.tls,
+        deny_service_external_ips=args.deny_service_external_ips,
     )
     await srv.start(host=args.host, port=args.port)
     if args.crds:

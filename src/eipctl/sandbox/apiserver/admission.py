@@ -13,7 +13,8 @@ or ``messageExpression`` and ``reason``. A denial is a Status with the validatio
 expression error (or a missing policy) into a denial; ``Ignore`` skips the policy. The
 activation has ``object``, ``oldObject`` (null on create), ``request`` (kind, resource,
 subResource, name, namespace, operation, userInfo, dryRun), ``params`` (null) and
-``variables``.
+``variables``, and the Kubernetes IP/CIDR CEL library (``isIP``, ``cidr(...).containsIP``...,
+cel_net.py).
 
 Not emulated: paramKind/paramRef, namespaceSelector and objectSelector (a rule that sets one
 is matched as if it selected everything), ``auditAnnotations``, the ``authorizer`` variable,
@@ -26,7 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import celpy
 from celpy import celtypes
@@ -34,6 +35,7 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
+from . import cel_net
 from .errors import ApiError
 from .rbac import CURRENT_USER, UserInfo
 from .resources import ResourceType
@@ -147,7 +149,9 @@ class PolicyEvaluator:
         prog = self._programs.get(expression)
         if prog is None:
             try:
-                prog = self._env.program(self._env.compile(expression))
+                prog = self._env.program(
+                    self._env.compile(expression), functions=cast(Any, cel_net.FUNCTIONS)
+                )
             except CELParseError as exc:
                 raise _ExpressionError(f"compilation failed: {exc}") from exc
             self._programs[expression] = prog
@@ -155,7 +159,7 @@ class PolicyEvaluator:
 
     def _eval(self, expression: str, activation: Mapping[str, Any]) -> Any:
         try:
-            return self._program(expression).evaluate(dict(activation))
+            return self._program(expression).evaluate({**cel_net.VARIABLES, **activation})
         except CELEvalError as exc:
             raise _ExpressionError(
                 f"expression '{expression}' resulted in error: {exc.args[0]}"

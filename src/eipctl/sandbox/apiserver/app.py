@@ -14,6 +14,7 @@ from . import discovery
 from .errors import ApiError, status_body
 from .faults import Faults
 from .handlers import Handlers, error_response, json_response
+from .plugins import Plugins
 from .rbac import Rbac
 from .store import Store
 
@@ -120,9 +121,13 @@ class Routes:
         return None
 
     async def admin(self, request: web.Request, parts: list[str]) -> web.Response:
-        """/_emulator/faults (GET state, POST knobs), /_emulator/restart, /_emulator/state."""
+        """/_emulator/faults and /_emulator/admission (GET state, POST knobs),
+        /_emulator/restart, /_emulator/state."""
         what = parts[0] if parts else ""
-        if what == "faults":
+        knobs: dict[str, Faults | Plugins] = {"faults": self.faults}
+        knobs["admission"] = self.store.plugins
+        switch = knobs.get(what)
+        if switch is not None:
             if request.method == "POST":
                 try:
                     body = json.loads(await request.read() or b"{}")
@@ -130,8 +135,8 @@ class Routes:
                     return json_response({"error": "body must be JSON"}, 400)
                 if not isinstance(body, dict):
                     return json_response({"error": "body must be a JSON object"}, 400)
-                self.faults.configure(body)
-            return json_response(self.faults.state())
+                switch.configure(body)
+            return json_response(switch.state())
         if what == "restart" and request.method == "POST":
             asyncio.get_running_loop().call_soon(_spawn, self.restart)
             return json_response({"restarting": True})

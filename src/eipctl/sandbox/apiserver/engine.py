@@ -16,6 +16,7 @@ import structlog
 
 from . import errors, strategies
 from .hub import WatchHub
+from .plugins import Plugins
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import Predicate
 from .watch import Event, Watcher
@@ -48,6 +49,7 @@ class Engine:
         self.revision = 1
         self.hub = WatchHub(history_window)
         self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+        self.plugins = Plugins()  # built-in admission plugins, off by default
         self.admission: AdmissionHook | None = None  # see admission.py
         ns_type = self.registry.lookup("", "v1", "namespaces")
         for ns in DEFAULT_NAMESPACES:
@@ -149,6 +151,7 @@ class Engine:
         if strategies.has_generation(rt):
             meta["generation"] = 1
         strategies.prepare_create(rt, obj, self)
+        self.plugins.admit("CREATE", rt, obj, None, None, dry_run)
         if self.admission is not None:
             self.admission("CREATE", rt, obj, None, None, dry_run)
         if dry_run:
@@ -243,6 +246,7 @@ class Engine:
         strategies.prepare_update(rt, new, old, subresource)
         if "generation" in old_meta and strategies.spec_changed(new, old):
             new["metadata"]["generation"] = old_meta["generation"] + 1
+        self.plugins.admit("UPDATE", rt, new, old, subresource, dry_run)
         if self.admission is not None:
             self.admission("UPDATE", rt, new, old, subresource, dry_run)
         if new == old or dry_run:

@@ -86,10 +86,13 @@ def conflict(group: str, plural: str, name: str, why: str) -> ApiError:
 
 
 def invalid(group: str, kind: str, name: str, causes: list[dict[str, str]]) -> ApiError:
-    """422 Invalid with one cause per offending field."""
-    text = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
+    """422 Invalid with one cause per offending field; the message lists them as Kubernetes'
+    aggregate error does (several in brackets, duplicates once)."""
+    texts = list(dict.fromkeys(f"{c['field']}: {c['message']}" for c in causes))
     qual = f"{kind}.{group}" if group else kind
-    msg = f'{qual} "{name}" is invalid: {text}'
+    msg = f'{qual} "{name}" is invalid'
+    if texts:
+        msg += ": " + (texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]")
     details = {"name": name, "group": group, "kind": kind, "causes": causes}
     return ApiError(422, msg, "Invalid", details)
 

@@ -1,7 +1,8 @@
 """CRD openAPIV3Schema validation, defaulting and pruning (the structural-schema subset).
 
 Causes name the field (`spec.cidr`) as the apiserver does, so a client can show the user
-which value was refused. Not implemented: CEL rules other than `self == oldSelf`.
+which value was refused. The CEL rules (x-kubernetes-validations) run afterwards, in
+cel_rules.py, unless a failure here would make them meaningless (as in Kubernetes).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from . import cel_rules
+
 Cause = dict[str, str]
 _ENVELOPE = ("apiVersion", "kind", "metadata")
-_ABSENT: Any = object()
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "array": (list,),
@@ -70,9 +72,7 @@ class _Walker:
     def bad(self, reason: str, path: str, message: str) -> None:
         self.causes.append({"reason": reason, "field": path, "message": message})
 
-    def walk(self, s: dict[str, Any], value: Any, path: str, old: Any = _ABSENT) -> Any:
-        if old is not _ABSENT and value != old:
-            self._transition(s, value, path)
+    def walk(self, s: dict[str, Any], value: Any, path: str) -> Any:
         if value is None:
             if not s.get("nullable") and ("type" in s or "x-kubernetes-int-or-string" in s):
                 want = s.get("type", "integer or string")
@@ -121,7 +121,7 @@ class _Walker:
         elif isinstance(value, list):
             self._array(s, value, path)
         elif isinstance(value, dict):
-            return self._object(s, value, path, old)
+            return self._object(s, value, path)
         return value
 
     def _fails(self, s: dict[str, Any], value: Any, path: str) -> list[Cause]:
@@ -242,19 +242,7 @@ class _Walker:
             else:
                 seen.append(ident)
 
-    def _transition(self, s: dict[str, Any], value: Any, path: str) -> None:
-        """The one CEL rule understood: `self == oldSelf` (an immutable field)."""
-        for rule in s.get("x-kubernetes-validations") or ():
-            if "".join(str(rule.get("rule", "")).split()) == "self==oldSelf":
-                msg = rule.get("message") or "Value is immutable"
-                self.bad(
-                    "FieldValueInvalid", path, f'Invalid value: "{s.get("type", "object")}": {msg}'
-                )
-
-    def _object(
-        self, s: dict[str, Any], value: dict[str, Any], path: str, old: Any = _ABSENT
-    ) -> dict[str, Any]:
-        olds: dict[str, Any] = old if isinstance(old, dict) else {}
+    def _object(self, s: dict[str, Any], value: dict[str, Any], path: str) -> dict[str, Any]:
         props: dict[str, Any] = s.get("properties") or {}
         for key, sub in props.items():
             if key not in value and isinstance(sub, dict) and "default" in sub:
@@ -267,7 +255,7 @@ class _Walker:
         for key in list(value):
             sub_path = _join(path, key)
             if key in props:
-                value[key] = self.walk(props[key], value[key], sub_path, olds.get(key, _ABSENT))
+                value[key] = self.walk(props[key], value[key], sub_path)
             elif isinstance(extra, dict):
                 value[key] = self.walk(extra, value[key], sub_path)
             elif extra is True or keep_unknown or (path == "" and key in _ENVELOPE):
@@ -289,10 +277,14 @@ def _join(path: str, key: str) -> str:
 
 
 def validate(
-    schema: dict[str, Any] | None, obj: dict[str, Any], old: dict[str, Any] | None = None
+    schema: dict[str, Any] | None,
+    obj: dict[str, Any],
+    old: dict[str, Any] | None = None,
+    *,
+    rules: bool = True,
 ) -> tuple[list[Cause], list[str]]:
-    """Default, prune and validate `obj` in place (against `old` for transition rules);
-    returns (causes, pruned field paths)."""
+    """Default, prune and validate `obj` in place, then run the CEL rules (against `old` for
+    transition rules) unless `rules` is False; returns (causes, pruned field paths)."""
     if not schema:
         return [], []
     w = _Walker()
@@ -303,10 +295,16 @@ def validate(
         if k not in ("metadata", "apiVersion", "kind")
     }
     root["properties"] = props
-    w.walk(root, obj, "", _ABSENT if old is None else old)
-    return w.causes, w.pruned
+    w.walk(root, obj, "")
+    causes = w.causes
+    if rules and cel_rules.has_rules(schema):
+        if any(c["reason"] in cel_rules.BLOCKING for c in causes):
+            causes.append(dict(cel_rules.NOT_CHECKED))
+        else:
+            causes.extend(cel_rules.check(schema, obj, old))
+    return causes, w.pruned
 
 
 def unknown_fields(schema: dict[str, Any] | None, obj: dict[str, Any]) -> list[str]:
     """Fields pruning would drop (fieldValidation=Strict refuses them)."""
-    return validate(schema, copy.deepcopy(obj))[1]
+    return validate(schema, copy.deepcopy(obj), rules=False)[1]

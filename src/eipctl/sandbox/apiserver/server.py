@@ -47,8 +47,11 @@ class ApiServer:
         *,
         rbac: bool = False,
         admission: bool = False,
+        deny_service_external_ips: bool = False,
     ) -> None:
         self.store = Store(history_window)
+        self.plugins = self.store.plugins  # built-in admission plugins (plugins.py)
+        self.plugins.deny_service_external_ips = deny_service_external_ips
         self.faults = Faults(self.store.close_watchers)
         self.bookmark_interval = bookmark_interval
         self.token = token

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import errors, schema
+from . import errors, schema, service_status
 from .resources import CRD_KEY, ResourceType, check_crd, crd_status
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], store: Engine) -> None
         for port in spec.get("ports") or []:
             port.setdefault("protocol", "TCP")
             port.setdefault("targetPort", port.get("port"))
-        obj["status"] = {"loadBalancer": {}}
+        obj["status"] = {"loadBalancer": {}}  # a created Service starts with no status
     elif key == ("", "pods"):
         obj["status"] = {"phase": "Pending"}
 
@@ -189,5 +189,17 @@ def prepare_update(
         for port in spec.get("ports") or []:
             port.setdefault("protocol", "TCP")
             port.setdefault("targetPort", port.get("port"))
+    if rt.key == ("", "services"):
+        _service_status(rt, new, subresource)
     if rt.key == ("", "namespaces"):
         new["spec"] = old.get("spec", {})
+
+
+def _service_status(rt: ResourceType, new: dict[str, Any], subresource: str | None) -> None:
+    """ipMode defaulting on every Service update; status.loadBalancer validation on /status
+    (the main endpoint keeps the stored status). See service_status.py."""
+    service_status.default_ip_mode(new)
+    if subresource == "status":
+        causes = service_status.load_balancer_causes(new)
+        if causes:
+            raise errors.invalid(rt.group, rt.kind, new["metadata"]["name"], causes)
