@@ -9,6 +9,7 @@ synced?": every readiness check passes (informers synced; the controller's IpNod
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from collections.abc import Callable
 
@@ -23,6 +24,20 @@ from eipctl.metrics import REGISTRY
 log = structlog.get_logger(__name__)
 
 Check = Callable[[], bool]
+
+
+class BindError(OSError):
+    """A server cannot listen at `address`; `role` says which: "metrics" or "probes"."""
+
+    def __init__(self, role: str, address: BindAddress, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.role = role
+        self.address = address
+
+    def __str__(self) -> str:
+        if self.errno == errno.EADDRINUSE:
+            return f"{self.address} is already in use"
+        return f"{self.address}: {self.strerror or 'cannot listen'}"
 
 
 class Health:
@@ -52,12 +67,22 @@ class Health:
         return failed
 
     async def start(self, metrics: BindAddress, probes: BindAddress) -> None:
+        """Listen on both addresses, or on neither: raises BindError with nothing left open."""
         self._watchdog = asyncio.create_task(self._tick(), name="health-watchdog")
         same = metrics.enabled and (metrics.host, metrics.port) == (probes.host, probes.port)
+        servers = []
         if probes.enabled:
-            await self._serve(probes, with_metrics=same, with_probes=True)
+            servers.append((probes, same, True))
         if metrics.enabled and not same:
-            await self._serve(metrics, with_metrics=True, with_probes=False)
+            servers.append((metrics, True, False))
+        try:
+            for addr, with_metrics, with_probes in servers:
+                await self._serve(addr, with_metrics=with_metrics, with_probes=with_probes)
+        except BaseException:
+            await self.stop()
+            raise
+        for addr, with_metrics, with_probes in servers:  # after all: a failure is one line
+            log.info("http.listening", address=str(addr), metrics=with_metrics, probes=with_probes)
 
     async def stop(self) -> None:
         if self._watchdog is not None:
@@ -80,9 +105,11 @@ class Health:
             app.router.add_get("/metrics", make_aiohttp_handler(self._registry))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, addr.host, addr.port).start()
         self._runners.append(runner)
-        log.info("http.listening", address=str(addr), metrics=with_metrics, probes=with_probes)
+        try:
+            await web.TCPSite(runner, addr.host, addr.port).start()
+        except OSError as exc:
+            raise BindError("probes" if with_probes else "metrics", addr, exc) from exc
 
     async def _healthz(self, _request: web.Request) -> web.Response:
         return _answer(self.failing("live"))

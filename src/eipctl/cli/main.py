@@ -5,19 +5,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from eipctl import __version__
 from eipctl.cli.settings import (
+    FlagSpec,
     SettingsError,
     add_flags,
     environment,
     flag_specs,
     load_config_file,
     resolve,
+    usage_error,
 )
+from eipctl.cli.values import parse_bool
 from eipctl.config import (
     AllocatorSettings,
     ControllerSettings,
@@ -93,11 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def config_keys() -> dict[str, set[str]]:
+    """The keys each command reads from the config file: its flags, dashed or underscored."""
+    return {
+        c.name: {key for spec in flag_specs(c.settings) for key in (spec.name, spec.dest)}
+        for c in COMMANDS
+    }
+
+
 def build_settings(settings_cls: type, args: argparse.Namespace, section: str) -> Any:
     """Settings from flags, env, config file and defaults; raises SettingsError."""
     specs = flag_specs(settings_cls)
-    file_values = load_config_file(getattr(args, "config", None), section)
-    values = resolve(specs, args, environment(), file_values)
+    environ = environment()
+    path, origin = _config_path(specs, args, environ)
+    file_values = load_config_file(path, section, config_keys(), origin)
+    values = resolve(specs, args, environ, file_values)
     settings = settings_cls(**values)
     check: Callable[[], None] | None = getattr(settings, "check", None)
     if check is not None:
@@ -108,8 +121,56 @@ def build_settings(settings_cls: type, args: argparse.Namespace, section: str) -
     return settings
 
 
+def _config_path(
+    specs: Sequence[FlagSpec], args: argparse.Namespace, environ: Mapping[str, str]
+) -> tuple[str | None, str]:
+    """The config file, like any flag: --config, else EIPCTL_CONFIG (commands that have it)."""
+    flag_value: str | None = getattr(args, "config", None)
+    if flag_value is not None:
+        return flag_value, "command line"
+    spec = next((s for s in specs if s.name == "config"), None)
+    if spec is not None and spec.env_var in environ:
+        return environ[spec.env_var], f"environment {spec.env_var}"
+    return None, ""
+
+
+def join_dash_values(argv: Sequence[str]) -> list[str]:
+    """`--node-timeout -1s` becomes `--node-timeout=-1s`.
+
+    argparse takes a value that starts with '-' (other than a plain number) for an option and
+    stops at "expected one argument"; joined, the value reaches its parser, whose one-line
+    error says what is wrong with it. A following `--flag` or `-h` is left alone.
+    """
+    args = list(argv)
+    command = next((a for a in args if not a.startswith("-")), None)
+    commands = {c.name: c.settings for c in COMMANDS} | {"sandbox": SandboxSettings}
+    settings_cls = commands.get(command or "")
+    specs = flag_specs(settings_cls) if settings_cls is not None else []
+    takes_value = {f"--{s.name}" for s in specs if s.parse is not parse_bool}  # not --rebalance
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out += args[i:]
+            break
+        value = args[i + 1] if i + 1 < len(args) else ""
+        if (
+            arg in takes_value
+            and value[:1] == "-"
+            and value[:2] != "--"
+            and value not in ("-", "-h")
+        ):
+            out.append(f"{arg}={value}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(join_dash_values(sys.argv[1:] if argv is None else argv))
     if args.command == "version":
         sys.stdout.write(f"eipctl {__version__}\n")
         return 0
@@ -120,8 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = next(c for c in COMMANDS if c.name == args.command)
         settings = build_settings(command.settings, args, command.name)
     except SettingsError as exc:
-        sys.stderr.write(f"eipctl {args.command}: error: {exc}\n")
-        return 2
+        return usage_error(args.command, str(exc))
     from eipctl.cli.runner import run_process
 
     module_name, _, func_name = command.module.partition(":")

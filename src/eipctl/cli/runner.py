@@ -2,7 +2,8 @@
 
 The first SIGTERM/SIGINT sets the `stop` event: the process stops taking new work and
 finishes what it is doing. A second signal, or a process that has not returned within
-`grace` seconds, is cancelled outright.
+`grace` seconds, is cancelled outright. Logging cannot get in the way: the handler acts
+before it logs, and a line that cannot be written is dropped (`logsetup.DroppingStream`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from eipctl.cli.settings import usage_error
 from eipctl.config import CommonSettings
-from eipctl.health import Health
+from eipctl.health import BindError, Health
 from eipctl.logsetup import configure_logging
 
 log = structlog.get_logger(__name__)
+
+BIND_FLAGS = {"metrics": "--metrics-bind-address", "probes": "--health-probe-bind-address"}
 
 
 def run_process(
@@ -46,23 +50,32 @@ async def _supervise(
 ) -> int:
     stop = asyncio.Event()
     health = Health()
-    task = asyncio.create_task(_main_task(settings, main, health, stop), name=component)
+    loop = asyncio.get_running_loop()
+    task: asyncio.Task[None] | None = None
     signals_seen = 0
 
-    def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        log.info("signal.received", signal=signal.Signals(signum).name, count=signals_seen)
-        if signals_seen == 1:
-            stop.set()
-            asyncio.get_running_loop().call_later(grace, task.cancel)
-        else:
+    def cancel() -> None:
+        if task is not None:
             task.cancel()
 
-    loop = asyncio.get_running_loop()
+    def on_signal(signum: int) -> None:
+        """Act first, log after: a log line that fails must not keep the process running."""
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen == 1:
+            stop.set()
+            loop.call_later(grace, cancel)
+        else:
+            cancel()
+        log.info("signal.received", signal=signal.Signals(signum).name, count=signals_seen)
+
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    await health.start(settings.metrics_bind_address, settings.health_probe_bind_address)
+    try:  # before main runs: a busy port is a usage error, not a half-started process
+        await health.start(settings.metrics_bind_address, settings.health_probe_bind_address)
+    except BindError as exc:
+        return usage_error(component, f"{BIND_FLAGS[exc.role]}: {exc}")
+    task = asyncio.create_task(_main_task(settings, main, health, stop), name=component)
     log.info("process.started", component=component)
     try:
         await task

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 import yaml
 
 from eipctl.cli.values import parse_bool, parse_duration, positive_duration
+from eipctl.logsetup import DroppingStream
 
 ENV_PREFIX = "EIPCTL_"
 
@@ -69,23 +72,73 @@ def _metavar(spec: FlagSpec) -> str:
     return spec.dest.upper()
 
 
-def load_config_file(path: str | None, section: str) -> dict[str, Any]:
-    """Read the YAML config: top-level keys apply to every command, a `section:` map overrides."""
+def load_config_file(
+    path: str | None,
+    section: str,
+    known: Mapping[str, Collection[str]] | None = None,
+    origin: str = "",
+) -> dict[str, Any]:
+    """Read the YAML config: top-level keys apply to every command, a `section:` map overrides.
+
+    `known` maps each command (a section name) to the keys it reads. With it, a key no command
+    reads, or a key in a section that its command does not read, is refused: a misspelt key
+    silently ignored leaves a default in place that the operator thinks they changed. The
+    whole file is checked, so every process sharing it rejects it alike.
+    """
     if not path:
         return {}
+    where = f" (from {origin})" if origin else ""
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except OSError as exc:
-        raise SettingsError(f"--config: cannot read {path}: {exc.strerror}") from exc
+        raise SettingsError(f"--config: cannot read {path}: {exc.strerror}{where}") from exc
     except yaml.YAMLError as exc:
         raise SettingsError(f"--config: {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise SettingsError(f"--config: {path} must hold a mapping of flag names to values")
-    merged = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    if known is None:
+        sections = {k for k, v in data.items() if isinstance(v, dict)}
+    else:
+        sections = set(known)
+        if (problem := _config_problem(data, known)) is not None:
+            raise SettingsError(f"--config: {path}: {problem}")
+    merged = {k: v for k, v in data.items() if k not in sections}
     own = data.get(section)
     if isinstance(own, dict):
         merged.update(own)
     return merged
+
+
+def _config_problem(data: Mapping[Any, Any], known: Mapping[str, Collection[str]]) -> str | None:
+    """The first key of `data` that no command would read, described; None if all are read."""
+    anywhere = {key for keys in known.values() for key in keys}
+    for key, value in data.items():
+        name = str(key)
+        if name in known:
+            if value is None:  # `scheduler:` with every line under it commented out
+                continue
+            if not isinstance(value, dict):
+                return f"section {name!r} must be a mapping of flag names to values"
+            for inner in map(str, value):
+                if inner not in known[name]:
+                    return f"unknown key {inner!r} in section {name!r}" + _hint(inner, known[name])
+        elif name not in anywhere:
+            return f"unknown key {name!r}" + _hint(name, [*known, *anywhere])
+    return None
+
+
+def _hint(key: str, candidates: Collection[str]) -> str:
+    dashed = sorted(c for c in candidates if "_" not in c)  # `node_timeout` works; not shown
+    close = difflib.get_close_matches(key, dashed, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def usage_error(command: str, message: str) -> int:
+    """`eipctl COMMAND: error: MESSAGE` on stderr (if it can be written); the exit status, 2."""
+    stderr = DroppingStream(sys.stderr)
+    stderr.write(f"eipctl {command}: error: {message}\n")
+    stderr.flush()
+    return 2
 
 
 def resolve(
@@ -120,7 +173,7 @@ def _pick(
     if spec.env_var in environ:
         return environ[spec.env_var], f"environment {spec.env_var}"
     for key in (spec.name, spec.dest):
-        if key in file_values:
+        if file_values.get(key) is not None:  # `key:` with no value leaves the default
             return file_values[key], f"config file key {key!r}"
     return spec.default, "default"
 

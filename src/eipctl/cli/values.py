@@ -83,6 +83,21 @@ def parse_text(text: str) -> str:
     return str(text)
 
 
+def readable_file(text: str) -> str:
+    """A path that can be opened now: a missing kubeconfig is a usage error, not a traceback."""
+    path = str(text)
+    if not path:  # '' means unset, as before
+        return path
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: {(exc.strerror or 'cannot read').lower()}") from None
+    return path
+
+
 @dataclass(frozen=True)
 class BindAddress:
     """`host:port` (port 0 picks a free port); the bare value `0` switches the server off."""

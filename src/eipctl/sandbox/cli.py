@@ -105,10 +105,10 @@ async def _run(settings: SandboxSettings) -> int:
     def on_signal(signum: int) -> None:
         nonlocal signals
         signals += 1
-        log.info("signal.received", signal=signal.Signals(signum).name, count=signals)
-        stop.set()
+        stop.set()  # before the log line, which could fail
         if signals > 1 and current is not None:
             current.cancel()  # a second Ctrl-C: stop waiting for graceful shutdown
+        log.info("signal.received", signal=signal.Signals(signum).name, count=signals)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)

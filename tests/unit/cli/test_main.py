@@ -32,7 +32,7 @@ def test_precedence_flag_over_env_over_file(
     config = tmp_path / "eipctl.yaml"
     config.write_text(
         "node-timeout: 5s\npolicy: single\nworkers: 7\n"
-        "scheduler:\n  workers: 9\ncontroller:\n  workers: 1\n"
+        "scheduler:\n  workers: 9\nallocator:\n  workers: 1\n"
     )
     settings = settings_for(
         ["scheduler", "--config", str(config), "--policy", "all"],
