@@ -52,6 +52,13 @@ class Recorder(Protocol):
     def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
 
 
+class ServiceNotifier(Protocol):
+    """Tells the Services a claim lists where its IP went (`service_events.ServiceEvents`)."""
+
+    def placed(self, claim: Obj, d: Decision) -> tuple[str, ...]: ...
+    def unplaceable(self, claim: Obj, d: Decision) -> tuple[str, ...]: ...
+
+
 _EVENT: dict[Reason, tuple[EventType, str]] = {
     Reason.UNPLACED: ("Normal", "Placed"),
     Reason.NODE_DEAD: ("Warning", "NodeDead"),
@@ -79,6 +86,7 @@ class Placer:
         liveness: Liveness,
         writer: SerializedWriter,
         recorder: Recorder,
+        services: ServiceNotifier,
         policy: Policy | str,
         clock: Callable[[], float],
         kick: Callable[[float], None],
@@ -90,6 +98,7 @@ class Placer:
         self.liveness = liveness
         self.writer = writer
         self.recorder = recorder
+        self.services = services
         self.policy = Policy(policy)
         self.clock = clock
         self.kick = kick
@@ -296,6 +305,9 @@ class Placer:
             return
         self.remember(stored)
         PLACEMENTS.labels(d.reason.value).inc()
+        type_, reason = _EVENT[d.reason]
+        self.recorder.emit(c.involved(stored), type_, reason, message)
+        told = self.services.placed(stored, d)
         log.info(
             "claim_moved" if d.from_node else "claim_placed",
             claim=d.claim,
@@ -304,9 +316,8 @@ class Placer:
             to_node=d.to_node or None,
             all_nodes=d.all_nodes or None,
             reason=d.reason.value,
+            services=list(told) or None,
         )
-        type_, reason = _EVENT[d.reason]
-        self.recorder.emit(c.involved(stored), type_, reason, message)
 
     def _message(self, d: Decision) -> str:
         if d.all_nodes:
@@ -336,10 +347,15 @@ class Placer:
         if stored.get("status") == obj.get("status"):
             return  # already reported
         self.remember(stored)
-        log.warning(
-            "claim_unplaceable", claim=d.claim, node=d.from_node or None, reason="NoLiveNode"
-        )
         self.recorder.emit(c.involved(stored), "Warning", "NoLiveNode", message)
+        told = self.services.unplaceable(stored, d)
+        log.warning(
+            "claim_unplaceable",
+            claim=d.claim,
+            node=d.from_node or None,
+            reason="NoLiveNode",
+            services=list(told) or None,
+        )
 
     async def _repair(self, obj: Obj) -> None:
         """Make labels and phase agree with a placement that stays (no move)."""

@@ -44,6 +44,7 @@ from eipctl.scheduler import metrics
 from eipctl.scheduler.metrics import KNOWN_NODES, LIVE_NODES, NODE_HEARTBEAT_AGE
 from eipctl.scheduler.placing import Placer
 from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
+from eipctl.scheduler.service_events import ServiceEvents
 
 log = structlog.get_logger(__name__)
 
@@ -175,6 +176,7 @@ class Scheduler:
             liveness=self.liveness,
             writer=writer,
             recorder=self.recorder,
+            services=ServiceEvents(self.services, self.recorder),
             policy=s.policy,
             clock=self.now,
             kick=lambda delay: queue.add_after(PLACE, delay),

@@ -13,7 +13,12 @@ from polling import eventually
 
 
 def service(
-    name: str, ips: list[str], allocated: str = "", ingress: list[str] | None = None
+    name: str,
+    ips: list[str],
+    allocated: str = "",
+    ingress: list[str] | None = None,
+    *,
+    load_balancer: bool = False,
 ) -> dict[str, Any]:
     annotations = {"eipctl.io/allocated-ips": allocated} if allocated else {}
     obj: dict[str, Any] = {
@@ -22,6 +27,8 @@ def service(
         "metadata": {"name": name, "namespace": "default", "annotations": annotations},
         "spec": {"ports": [{"port": 80}], "externalIPs": ips},
     }
+    if load_balancer or ingress:  # only a LoadBalancer Service may have an ingress status
+        obj["spec"]["type"] = "LoadBalancer"
     if ingress:
         obj["status"] = {"loadBalancer": {"ingress": [{"ip": ip} for ip in ingress]}}
     return obj
@@ -158,7 +165,8 @@ async def test_orphans_are_deleted_after_the_grace_period(
     nodes.add("node-0")
     srv.store.create(GROUP, "ipclaims", make_claim("198.51.100.7"))  # used by a Service
     srv.store.create(GROUP, "ipclaims", make_claim("198.51.100.8"))  # LB ingress only
-    created = srv.store.create("", "services", service("web", ["198.51.100.7"]), "default")
+    web = service("web", ["198.51.100.7"], load_balancer=True)
+    created = srv.store.create("", "services", web, "default")
     created["status"] = {"loadBalancer": {"ingress": [{"ip": "198.51.100.8"}]}}
     srv.store.update("", "services", created, status=True)
     async with scheduler(kubeconfig, orphan_grace_period=0.8) as running:
