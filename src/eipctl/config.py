@@ -21,6 +21,7 @@ from eipctl.cli.values import (
     parse_duration,
     parse_text,
     positive_duration,
+    readable_file,
 )
 from eipctl.kube.leader import LeaderElectionConfig
 
@@ -34,10 +35,13 @@ def _default_identity() -> str:
 @dataclass(frozen=True)
 class CommonSettings:
     config: str | None = setting(
-        None, parse_text, "YAML file with flag values (a mounted ConfigMap)"
+        None,
+        parse_text,
+        "YAML file of flag values, e.g. a mounted ConfigMap (top-level keys for every command, "
+        "a map per command); a key no command has is refused",
     )
     kubeconfig: str | None = setting(
-        None, parse_text, "kubeconfig path; unset: in-cluster config, then ~/.kube/config"
+        None, readable_file, "kubeconfig path; unset: in-cluster config, then ~/.kube/config"
     )
     log_format: str = setting("text", one_of(("text", "json")), "log format: text or json")
     log_level: str = setting(
@@ -123,6 +127,12 @@ class AllocatorSettings(LeaderSettings, CommonSettings):
         "deleting a pool releases its IPs (default: a finalizer holds the pool until they go)",
     )
     workers: int = setting("4", int_range(1, 64), "concurrent reconcile workers")
+    serve_unclassed_load_balancers: bool = setting(
+        "false",
+        parse_bool,
+        "also serve type LoadBalancer Services with no loadBalancerClass and no external-ip "
+        "annotation (off: another LB controller may own them; see docs/allocator.md)",
+    )
 
 
 @dataclass(frozen=True)

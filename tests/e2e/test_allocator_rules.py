@@ -22,6 +22,7 @@ from test_allocator_support import (
 )
 
 from eipctl.kube.client import NAMESPACES, KubeApi, Obj
+from eipctl.sandbox.apiserver import ApiServer
 
 
 async def test_auto_service_gets_lowest_free_ip_and_claim(
@@ -33,7 +34,8 @@ async def test_auto_service_gets_lowest_free_ip_and_claim(
         assert await eventually(lambda: ips_of(api, "web")) == ["192.0.2.1"]
         svc = await get(api, SERVICES, "web", "default")
         assert svc is not None
-        assert svc["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.1"}]
+        assert [e["ip"] for e in svc["status"]["loadBalancer"]["ingress"]] == ["192.0.2.1"]
+        assert "externalIPs" not in svc["spec"]  # a LoadBalancer's IPs are in ingress only
         assert svc["metadata"]["annotations"]["eipctl.io/allocated-ips"] == "192.0.2.1"
         claim = (await claims(api))["192.0.2.1"]
         assert claim["metadata"]["name"] == "192-0-2-1"
@@ -83,10 +85,18 @@ async def test_literal_ip_in_pool_refused_outside_and_shared_only_with_the_key(
         shared = {"external-ip": "192.0.2.7", "external-ip-sharing-key": "web"}
         await create(api, SERVICES, service("http", shared))
         assert await eventually(lambda: ips_of(api, "http")) == ["192.0.2.7"]
-        await create(api, SERVICES, service("https", shared))
+        https = service("https", shared)
+        https["spec"]["ports"] = [{"port": 443, "protocol": "TCP"}]
+        await create(api, SERVICES, https)
         assert await eventually(lambda: ips_of(api, "https")) == ["192.0.2.7"]
         claim = await eventually(lambda: _claim_with(api, "192.0.2.7", 2))
         assert claim["spec"]["services"] == ["default/http", "default/https"]
+        # the key, but http's port: kube-proxy could not serve both, so it waits
+        await create(api, SERVICES, service("http-too", shared))
+        event = await eventually(lambda: _event(api, "http-too", "PortClash"))
+        assert "TCP/80" in event["message"] and "default/http" in event["message"]
+        assert await ips_of(api, "http-too") == []
+        await api.delete(SERVICES, "http-too", "default")
         # no key: refused, and the Event names the holders
         await create(api, SERVICES, service("thief", {"external-ip": "192.0.2.7"}))
         event = await eventually(lambda: _event(api, "thief", "IPInUse"))
@@ -120,7 +130,7 @@ async def test_dual_stack_auto_gets_one_address_of_each_family(
         svc = await get(api, SERVICES, "dual", "default")
         assert svc is not None
         ingress = svc["status"]["loadBalancer"]["ingress"]
-        assert ingress == [{"ip": "192.0.2.1"}, {"ip": "2001:db8::1"}]
+        assert [e["ip"] for e in ingress] == ["192.0.2.1", "2001:db8::1"]
         assert set(await claims(api)) == {"192.0.2.1", "2001:db8::1", "2001:db8::2"}
 
 
@@ -222,3 +232,26 @@ async def _no_claim(api: KubeApi, ip: str) -> bool:
 
 async def _event(api: KubeApi, name: str, reason: str) -> Obj | None:
     return next((e for e in await events_for(api, name) if e["reason"] == reason), None)
+
+
+async def test_deny_service_external_ips_cluster_load_balancers_work_others_are_told(
+    api: KubeApi, kubeconfig_path: Path, apiserver: ApiServer
+) -> None:
+    """A cluster with the DenyServiceExternalIPs admission plugin: a LoadBalancer gets its IP
+    in ingress alone; a ClusterIP Service's write is refused, and its Event carries the
+    API's own words, and the IP taken for it goes back to the pool."""
+    apiserver.plugins.deny_service_external_ips = True
+    await create(api, IPCLAIMPOOLS, pool("p", "192.0.2.0/29"))
+    await create(api, SERVICES, service("plain"))
+    await create(api, SERVICES, service("lb", type_="LoadBalancer"))
+    async with allocator(kubeconfig_path):
+        assert await eventually(lambda: ips_of(api, "lb")) == ["192.0.2.1"]
+        event = await eventually(lambda: _event(api, "plain", "ServiceWriteRefused"))
+        assert event["type"] == "Warning"
+        assert "Forbidden" in event["message"] and "denied" in event["message"], event
+        assert await eventually(lambda: _claims_are(api, {"192.0.2.1"}))
+        assert await ips_of(api, "plain") == []
+
+
+async def _claims_are(api: KubeApi, ips: set[str]) -> bool:
+    return set(await claims(api)) == ips

@@ -114,9 +114,17 @@ eventually = partial(polling.eventually, step=0.05)
 """API checks poll gently: every call is a request to the emulator."""
 
 
+def service_ips(obj: Obj) -> list[str]:
+    """The IPs a Service carries: spec.externalIPs, then status.loadBalancer.ingress (a
+    LoadBalancer gets its IPs in ingress only)."""
+    ips = [str(ip) for ip in (obj.get("spec") or {}).get("externalIPs") or []]
+    ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    return list(dict.fromkeys([*ips, *(str(e["ip"]) for e in ingress if e.get("ip"))]))
+
+
 async def ips_of(api: KubeApi, name: str, namespace: str = "default") -> list[str]:
     obj = await get(api, SERVICES, name, namespace)
-    return list(((obj or {}).get("spec") or {}).get("externalIPs") or [])
+    return service_ips(obj or {})
 
 
 async def claims(api: KubeApi) -> dict[str, Obj]:
@@ -151,7 +159,7 @@ async def check_consistent(api: KubeApi, expect_services: int | None = None) -> 
         assert len(wanted) == expect_services
     for svc in wanted:
         key = f"{svc['metadata']['namespace']}/{svc['metadata']['name']}"
-        ips = svc["spec"].get("externalIPs") or []
+        ips = service_ips(svc)
         assert len(ips) == 1, f"{key} has {ips}"
         ip = ips[0]
         assert ip not in seen, f"{ip} on {key} and {seen[ip]}"
@@ -161,7 +169,8 @@ async def check_consistent(api: KubeApi, expect_services: int | None = None) -> 
         assert claim["spec"].get("services") == [key], f"{ip}: {claim['spec'].get('services')}"
         if svc["spec"].get("type") == "LoadBalancer":
             ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress")
-            assert ingress == [{"ip": ip}], f"{key}: ingress {ingress}"
+            assert [e["ip"] for e in ingress or ()] == [ip], f"{key}: ingress {ingress}"
+            assert not svc["spec"].get("externalIPs"), f"{key}: a LoadBalancer in externalIPs"
     orphans = [ip for ip in by_ip if ip not in seen]
     assert not orphans, f"claims without a Service: {orphans}"
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from story_sandbox import kubectl_binary
 
 from eipctl import __version__
 from eipctl.cli.main import build_settings
@@ -57,17 +56,6 @@ STORAGE = {  # kind -> (group, plural) in the emulator's store
         "validatingadmissionpolicybindings",
     ),
 }
-
-
-def kubectl_binary() -> str:
-    """The venv's kubectl (v1.37), never an older system one."""
-    venv = Path(sys.executable).parent / "kubectl"
-    if venv.exists():
-        return str(venv)
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.skip("kubectl not installed")
-    return found
 
 
 async def kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str]:

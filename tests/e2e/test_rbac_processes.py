@@ -302,9 +302,10 @@ async def test_each_process_does_its_whole_job_with_its_own_service_account(
 
             async def web_ip() -> str | None:
                 svc = await admin.get(SERVICES, "web", "default")
-                ips = (svc.get("spec") or {}).get("externalIPs") or []
+                annotations = (svc.get("metadata") or {}).get("annotations") or {}
                 ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress")
-                return str(ips[0]) if ips and ingress else None
+                recorded = annotations.get("eipctl.io/allocated-ips")
+                return str(ingress[0]["ip"]) if recorded and ingress else None
 
             ip = await eventually(web_ip, "the allocator gives web an IP (spec and status)")
             web_claim = claim_name_for(ip)

@@ -19,12 +19,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from story_sandbox import pids_naming, until
 
 pytestmark = pytest.mark.kubectl
 
@@ -32,34 +32,6 @@ KUBECTL = shutil.which("kubectl") or str(Path(sys.executable).with_name("kubectl
 DURATION = 30  # seconds; the story takes ~7 s on an idle machine, leave room for a busy one
 NODES = 3
 SERVICES = 6
-T = TypeVar("T")
-
-
-def until(check: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line contains `text` (zombies excluded)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if text in cmdline and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 class Sandbox:
@@ -155,7 +127,7 @@ def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sandbox]
         if box.proc is not None and box.proc.poll() is None:
             box.proc.send_signal(signal.SIGKILL)
             box.proc.wait()
-        for pid in processes_mentioning(str(box.state_dir)):
+        for pid in pids_naming(str(box.state_dir)):
             os.kill(pid, signal.SIGKILL)
         if box.extra and box.proc is not None:  # namespaces of a sandbox that did not finish
             listed = subprocess.run(
@@ -227,7 +199,7 @@ def test_sandbox_failover_story(sandbox: Sandbox) -> None:
     assert summary.startswith("sandbox stopped after"), out
     assert f"{SERVICES}/{SERVICES} services had an IP" in summary
     assert "2 kill(s), 1 revive(s)" in summary
-    assert processes_mentioning(str(box.state_dir)) == []
+    assert pids_naming(str(box.state_dir)) == []
     assert not (box.state_dir / "control.sock").exists()
     if box.extra:  # --netns: every namespace the sandbox made is gone
         assert (
@@ -264,7 +236,7 @@ def test_sigterm_stops_a_sandbox_cleanly(tmp_path: Path) -> None:
             return done.returncode == 0 and "2/2 services have an IP" in done.stdout
 
         until(answering, "the sandbox answering with both Services placed", timeout=60)
-        assert processes_mentioning(str(state))  # the allocator and the scheduler
+        assert pids_naming(str(state))  # the allocator and the scheduler
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
@@ -272,7 +244,7 @@ def test_sigterm_stops_a_sandbox_cleanly(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert out_path.read_text().strip().splitlines()[-1].startswith("sandbox stopped after")
-    assert processes_mentioning(str(state)) == []
+    assert pids_naming(str(state)) == []
     assert not (state / "control.sock").exists()
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_allocation_support import book_with, ip, pool, settle_all, svc
 
 from eipctl.core.allocation_inputs import ClaimInfo, ServiceInfo
-from eipctl.core.allocation_planner import Acquire
+from eipctl.core.allocation_plan import Acquire
 
 # ------------------------------------------------------------------ restarts and settling
 

@@ -8,7 +8,7 @@ import pytest
 from test_allocation_support import book_with, ip, pool, settle_all, svc
 
 from eipctl.core.allocation_inputs import ANY_FAMILY, ClaimInfo, PoolInfo, Request, ServiceInfo
-from eipctl.core.allocation_planner import Acquire
+from eipctl.core.allocation_plan import Acquire
 from eipctl.core.selectors import LabelSelector
 
 # ------------------------------------------------------------------ pool choice
@@ -208,9 +208,8 @@ def test_shared_ip_release_by_one_holder_only_drops_that_holder() -> None:
         ClaimInfo(ip("192.0.2.1"), "a", ("default/api", "default/web"), sharing_key="k")
     )
     assert book.plan("default/web", None).release == (ip("192.0.2.1"),)
-    assert book.plan("default/api", svc("api", annotations={"external-ip": "192.0.2.1"})).keep == (
-        ip("192.0.2.1"),
-    )
+    literal = {"external-ip": "192.0.2.1", "external-ip-sharing-key": "k"}
+    assert book.plan("default/api", svc("api", annotations=literal)).keep == (ip("192.0.2.1"),)
 
 
 # ------------------------------------------------------------------ families

@@ -9,7 +9,7 @@ from ipaddress import ip_address
 
 from eipctl.core.allocation import AllocationBook
 from eipctl.core.allocation_inputs import ClaimInfo, PoolInfo, ServiceInfo
-from eipctl.core.allocation_planner import Acquire
+from eipctl.core.allocation_plan import Acquire
 from eipctl.core.pool import Pool
 
 

@@ -55,6 +55,9 @@ FAILURE_REASONS: Final = {
     "IPInUse": "ip_in_use",
     "IPNotInPool": "ip_not_in_pool",
     "InvalidAnnotation": "invalid_annotation",
+    "PortClash": "port_clash",
+    "SharingRefused": "sharing_refused",
+    "ServiceWriteRefused": "write_refused",
 }
 
 # Release reasons.

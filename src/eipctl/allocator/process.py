@@ -103,7 +103,10 @@ class Allocator:
         writer.use_cache(IPCLAIMPOOLS, self.caches.pools)
         term = Term(
             caches=self.caches,
-            book=AllocationBook(purge_on_pool_delete=self.settings.purge_on_pool_delete),
+            book=AllocationBook(
+                purge_on_pool_delete=self.settings.purge_on_pool_delete,
+                serve_unclassed=self.settings.serve_unclassed_load_balancers,
+            ),
             queue=WorkQueue("allocator"),
             writer=writer,
             events=self.events,

@@ -35,11 +35,12 @@ from eipctl.allocator.views import (
     new_claim,
     recorded_ips,
     service_info,
+    set_claim_sharing_key,
     set_ingress,
     set_service_ips,
 )
 from eipctl.core.allocation_inputs import ClaimInfo, ServiceInfo
-from eipctl.core.allocation_planner import Acquire, Plan
+from eipctl.core.allocation_plan import Acquire, Plan
 from eipctl.core.naming import (
     ANNOTATION_EXTERNAL_IP,
     ANNOTATION_SHARING_KEY,
@@ -47,12 +48,15 @@ from eipctl.core.naming import (
     claim_name_for,
 )
 from eipctl.kube.client import IPCLAIMS, SERVICES, KubeApi, Obj
-from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
+from eipctl.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
 from eipctl.kube.workqueue import DONE, Result, requeue_after
 
 log = structlog.get_logger(__name__)
 
 IPAddress = IPv4Address | IPv6Address
+
+DEFER_DELAY = 0.05
+"""Seconds before a Service waiting for its sharing key's claim to be created looks again."""
 
 
 class ServiceReconciler:
@@ -71,6 +75,15 @@ class ServiceReconciler:
             return requeue_after(0.5)  # the cache lags a Service that exists
         namespace = key.partition("/")[0]
         plan = term.book.plan(key, info, term.caches.namespace_labels(namespace))
+        if plan.hands_off or plan.deferred:
+            for acq in plan.acquire:
+                if not acq.join:
+                    term.book.settle(acq.ip, key, None)
+            if plan.deferred:
+                log.debug("service_deferred", service=key, why=plan.deferred)
+                return requeue_after(DEFER_DELAY)
+            term.waiting.discard(key)
+            return DONE
         raced = False
         acquired: list[IPAddress] = []
         try:
@@ -88,7 +101,11 @@ class ServiceReconciler:
         written = False
         if obj is not None and info is not None:
             ours = {*plan.keep, *plan.release, *acquired, *recorded_ips(obj)}
-            written = await self._write_service(key, desired, ours)
+            try:
+                written = await self._write_service(key, desired, ours)
+            except (Forbidden, Invalid) as exc:
+                await self._refused(key, obj, acquired, exc)
+                return DONE
         if written:
             pools = {a.ip: a.pool for a in plan.acquire}
             for ip in acquired:
@@ -100,11 +117,28 @@ class ServiceReconciler:
                 metrics.RELEASES.labels(pool, reason).inc()
                 message = f"released {ip} (pool {pool}): {reason.replace('_', ' ')}"
                 self._event(key, obj, "Released", message)
+        for ip, sharing_key in plan.rekey:
+            await self._rekey(key, ip, sharing_key)
         self._log(plan, desired, acquired)
         self._time(key, seen_at, plan, written and bool(acquired), raced)
         await self._mark(plan, obj)
         self._report(key, obj, plan)
         return requeue_after(0) if raced else DONE
+
+    async def _refused(
+        self, key: str, obj: Obj, acquired: list[IPAddress], exc: Forbidden | Invalid
+    ) -> None:
+        """The API refused the Service write (an admission plugin or policy): give back what
+        was taken for it and tell the user the API's own words, once."""
+        for ip in acquired:
+            await self._release(key, ip)
+        message = f"the API refused to write the IPs to the Service ({exc.reason}): {exc.message}"
+        last = ("ServiceWriteRefused", message)
+        log.warning("service_write_refused", service=key, reason=exc.reason, error=exc.message)
+        if self.term.reported.get(key) != last:
+            self.term.reported[key] = last
+            metrics.ALLOCATION_FAILURES.labels(metrics.failure_reason("ServiceWriteRefused")).inc()
+            self.term.events.emit(_typed(obj), "Warning", "ServiceWriteRefused", message)
 
     # --- claims ---------------------------------------------------------------------------
     async def _acquire(self, key: str, acq: Acquire, info: ServiceInfo | None) -> bool:
@@ -136,6 +170,19 @@ class ServiceReconciler:
         self._seen(stored)
         log.info("claim_created", service=key, ip=str(acq.ip), pool=acq.pool, claim=name)
         return True
+
+    async def _rekey(self, key: str, ip: IPAddress, sharing_key: str) -> None:
+        name = claim_name_for(ip)
+        try:
+            stored = await self.term.writer.update(
+                IPCLAIMS, name, set_claim_sharing_key(key, sharing_key)
+            )
+        except (Refused, NotFound) as exc:
+            log.info("claim_rekey_refused", service=key, claim=name, error=str(exc))
+            self.term.queue.add(f"svc:{key}")
+            return
+        self._seen(stored)
+        log.info("claim_rekeyed", service=key, claim=name, sharing_key=sharing_key)
 
     def _seen(self, obj: Obj) -> ClaimInfo | None:
         info = claim_info(obj)

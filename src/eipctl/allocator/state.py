@@ -23,11 +23,17 @@ from eipctl.allocator.views import (
     is_deleting,
     pool_infos,
     recorded_ips,
+    service_info,
 )
 from eipctl.core.allocation import AllocationBook
 from eipctl.core.allocation_inputs import PoolInfo
 from eipctl.core.fields import labels_of, name_of
-from eipctl.core.naming import ANNOTATION_ALLOCATED_IPS, ANNOTATION_EXTERNAL_IP, LABEL_POOL
+from eipctl.core.naming import (
+    ANNOTATION_ALLOCATED_IPS,
+    ANNOTATION_EXTERNAL_IP,
+    LABEL_POOL,
+    LOAD_BALANCER_CLASS,
+)
 from eipctl.kube.client import Obj, object_key
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import Informer
@@ -55,10 +61,20 @@ class Caches:
         return labels_of(obj or {})
 
 
-def interesting(obj: Mapping[str, Any]) -> bool:
-    """A Service the allocator must look at: it asks for an IP or records one."""
+def interesting(obj: Mapping[str, Any], *, serve_unclassed: bool = False) -> bool:
+    """A Service the allocator must look at: it asks for an IP or records one.
+
+    Asking: the ``external-ip`` annotation, or ``type: LoadBalancer`` with eipctl's
+    ``loadBalancerClass`` (or with none, when ``serve_unclassed``).
+    """
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return ANNOTATION_EXTERNAL_IP in annotations or ANNOTATION_ALLOCATED_IPS in annotations
+    if ANNOTATION_EXTERNAL_IP in annotations or ANNOTATION_ALLOCATED_IPS in annotations:
+        return True
+    spec = obj.get("spec") or {}
+    if spec.get("type") != "LoadBalancer":
+        return False
+    lb_class = spec.get("loadBalancerClass") or ""
+    return lb_class == LOAD_BALANCER_CLASS or (serve_unclassed and not lb_class)
 
 
 @dataclass
@@ -79,15 +95,22 @@ class Term:
     """When (monotonic) a Service was first seen needing attention, for the allocation
     duration metric; dropped once it holds what it asks for."""
 
+    def interesting(self, obj: Mapping[str, Any]) -> bool:
+        return interesting(obj, serve_unclassed=self.book.serve_unclassed)
+
     def rebuild(self) -> None:
-        """Load claims, pools and recorded IPs into the book, then queue every object."""
+        """Load claims, pools, Services (hand-set IPs) and recorded IPs into the book, then
+        queue every object."""
         self.refresh_pools()
         for obj in self.caches.claims.objects():
             info = claim_info(obj)
             if info is not None:
                 self.book.claim_seen(info)
         for obj in self.caches.services.objects():
-            if not is_deleting(obj) and interesting(obj):
+            if is_deleting(obj):
+                continue
+            self.book.service_seen(service_info(obj))
+            if self.interesting(obj):
                 key = object_key(obj)
                 self.book.reserve_recorded(key, recorded_ips(obj))
                 self.first_seen.setdefault(key, time.monotonic())
@@ -109,7 +132,7 @@ class Term:
 
     def resync_services(self) -> None:
         for obj in self.caches.services.objects():
-            if interesting(obj):
+            if self.interesting(obj):
                 self.queue.add(f"svc:{object_key(obj)}")
 
     def refresh_pools(self) -> list[str]:
@@ -127,11 +150,34 @@ class Term:
         obj = new or old
         assert obj is not None
         key = object_key(obj)
-        touched = any(o is not None and interesting(o) for o in (old, new))
+        self._track_service(key, new)
+        touched = any(o is not None and self.interesting(o) for o in (old, new))
         if touched or self.book.held_by(key):
-            if new is not None and interesting(new):
+            if new is not None and self.interesting(new):
                 self.first_seen.setdefault(key, time.monotonic())
             self.queue.add(f"svc:{key}")
+
+    def _track_service(self, key: str, new: Obj | None) -> None:
+        """Keep the book's view of every Service: hand-set IPs and what sharing looks at.
+
+        Freed hand-set IPs wake the Services waiting for space; a change in what sharing
+        looks at (ports, selector, traffic policy) re-checks everyone sharing with it.
+        """
+        before = self.book.service(key)
+        if new is None or is_deleting(new):
+            freed = self.book.service_gone(key)
+            after = None
+        else:
+            after = service_info(new)
+            freed = self.book.service_seen(after)
+        if freed:
+            self.wake_waiting()
+        sharing = (before.ports, before.local_traffic, before.selector) if before else None
+        if after is None or sharing != (after.ports, after.local_traffic, after.selector):
+            for claim in self.book.held_by(key):
+                for other in claim.services:
+                    if other != key:
+                        self.queue.add(f"svc:{other}")
 
     def on_claim(self, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
@@ -164,7 +210,7 @@ class Term:
             return
         namespace = name_of(new or old or {})
         for obj in self.caches.services.objects():
-            if (obj.get("metadata") or {}).get("namespace") == namespace and interesting(obj):
+            if (obj.get("metadata") or {}).get("namespace") == namespace and self.interesting(obj):
                 self.queue.add(f"svc:{object_key(obj)}")
 
     def wake_waiting(self) -> None:

@@ -25,6 +25,7 @@ from eipctl.core.naming import (
     CONDITION_IN_POOL,
     LABEL_ORIGIN,
     LABEL_POOL,
+    ORIGIN_ALL_NODES,
     ORIGIN_ALLOCATOR,
     POOL_FINALIZER,
     claim_name_for,
@@ -53,25 +54,62 @@ def recorded_ips(obj: Mapping[str, Any]) -> tuple[IPAddress, ...]:
     return _parse_ips((meta_of(obj).get("annotations") or {}).get(ANNOTATION_ALLOCATED_IPS, ""))
 
 
+def used_ips(obj: Mapping[str, Any]) -> tuple[IPAddress, ...]:
+    """Every IP a Service carries: ``spec.externalIPs`` and ``status.loadBalancer.ingress``."""
+    spec = obj.get("spec") or {}
+    ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or ()
+    texts = [str(ip) for ip in spec.get("externalIPs") or ()]
+    texts += [str(e.get("ip")) for e in ingress if isinstance(e, Mapping) and e.get("ip")]
+    return tuple(dict.fromkeys(_parse_ips(",".join(texts))))
+
+
+def _ports(spec: Mapping[str, Any]) -> frozenset[tuple[str, int]]:
+    out: set[tuple[str, int]] = set()
+    for entry in spec.get("ports") or ():
+        if isinstance(entry, Mapping):
+            try:
+                out.add((str(entry.get("protocol") or "TCP"), int(entry.get("port"))))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                continue
+    return frozenset(out)
+
+
 def service_info(obj: Mapping[str, Any]) -> ServiceInfo:
     meta = meta_of(obj)
     spec = obj.get("spec") or {}
     families = tuple(
         {"IPv4": 4, "IPv6": 6}[f] for f in spec.get("ipFamilies") or () if f in ("IPv4", "IPv6")
     )
+    recorded = recorded_ips(obj)
+    selector = spec.get("selector") or {}
     return ServiceInfo(
         key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
         namespace=str(meta.get("namespace", "")),
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
         ip_families=families,
-        recorded=recorded_ips(obj),
+        recorded=recorded,
+        service_type=str(spec.get("type") or "ClusterIP"),
+        load_balancer_class=str(spec.get("loadBalancerClass") or ""),
+        load_balancer_ip=str(spec.get("loadBalancerIP") or ""),
+        ports=_ports(spec),
+        local_traffic=spec.get("externalTrafficPolicy") == "Local",
+        selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+        created=str(meta.get("creationTimestamp") or ""),
+        hand_set=tuple(ip for ip in used_ips(obj) if ip not in recorded),
     )
 
 
 def claim_info(obj: Mapping[str, Any]) -> ClaimInfo | None:
-    """None for an object that is not a usable claim (no parsable spec.ip)."""
+    """None for an object that is not a usable claim (no parsable spec.ip).
+
+    Also None for the per-node copies the scheduler keeps for placement policy ``all``
+    (``<claim>.<node>``, same IP): the claim they copy is the record of who holds the IP,
+    and a copy coming or going must not be taken for it.
+    """
     meta = meta_of(obj)
+    if (meta.get("labels") or {}).get(LABEL_ORIGIN) == ORIGIN_ALL_NODES:
+        return None
     spec = obj.get("spec") or {}
     try:
         ip = parse_ip(str(spec.get("ip", "")))
@@ -163,6 +201,25 @@ def join_claim(service: str, key: str) -> Mutation:
     return mutate
 
 
+def set_claim_sharing_key(holder: str, key: str) -> Mutation:
+    """Re-key a claim its one holder keeps (the holder's key changed); refused if the claim
+    gained holders meanwhile, since their key is the one the IP is shared under now."""
+
+    def mutate(obj: Obj) -> None:
+        info = claim_info(obj)
+        if info is None or tuple(info.services) != (holder,):
+            raise Refused(f"claim {name_of(obj)} is no longer held by {holder} alone")
+        meta = obj.setdefault("metadata", {})
+        annotations = dict(meta.get("annotations") or {})
+        if key:
+            annotations[ANNOTATION_CLAIM_SHARING_KEY] = key
+        else:
+            annotations.pop(ANNOTATION_CLAIM_SHARING_KEY, None)
+        meta["annotations"] = annotations
+
+    return mutate
+
+
 def leave_claim(service: str) -> Mutation:
     def mutate(obj: Obj) -> None:
         spec = obj.setdefault("spec", {})
@@ -174,7 +231,11 @@ def leave_claim(service: str) -> Mutation:
 def set_service_ips(desired: Iterable[IPAddress], ours: Iterable[IPAddress]) -> Mutation:
     """spec.externalIPs keeps hand-set entries, drops ours that are not desired, adds desired.
 
-    ``ours`` = every IP the allocator may have put there (recorded, kept, released).
+    ``ours`` = every IP the allocator may have put there (recorded, kept, released). A
+    LoadBalancer Service gets its IPs in ``status.loadBalancer.ingress`` only (`set_ingress`),
+    which is all kube-proxy needs, so clusters that refuse ``spec.externalIPs``
+    (DenyServiceExternalIPs, the advice after CVE-2020-8554) work; entries an older allocator
+    put there are taken out. The annotation records ours either way.
     """
     want = [str(ip) for ip in desired]
     mine = {str(ip) for ip in ours} | {str(ip) for ip in want}
@@ -184,8 +245,11 @@ def set_service_ips(desired: Iterable[IPAddress], ours: Iterable[IPAddress]) -> 
         annotations = dict(meta.get("annotations") or {})
         mine_now = mine | {str(ip) for ip in recorded_ips(obj)}
         spec = obj.setdefault("spec", {})
-        current = [ip for ip in spec.get("externalIPs") or () if ip not in mine_now or ip in want]
-        current += [ip for ip in want if ip not in current]
+        in_spec = [] if spec.get("type") == "LoadBalancer" else want
+        current = [
+            ip for ip in spec.get("externalIPs") or () if ip not in mine_now or ip in in_spec
+        ]
+        current += [ip for ip in in_spec if ip not in current]
         if current:
             spec["externalIPs"] = current
         else:
@@ -200,20 +264,31 @@ def set_service_ips(desired: Iterable[IPAddress], ours: Iterable[IPAddress]) -> 
 
 
 def set_ingress(desired: Iterable[IPAddress], ours: Iterable[IPAddress]) -> Mutation:
-    """status.loadBalancer.ingress: our entries = desired (LoadBalancer only), others kept."""
+    """status.loadBalancer.ingress: our entries = desired (LoadBalancer only), others kept.
+
+    Compared by meaning, not literally: an entry of ours that is already there stays as the
+    API server stored it (1.30+ defaults ``ipMode: VIP``; a user may have set ``ports``), so
+    a reconcile that changes nothing writes nothing.
+    """
     want = [str(ip) for ip in desired]
     mine = {str(ip) for ip in ours} | set(want)
 
     def mutate(obj: Obj) -> None:
         lb_type = (obj.get("spec") or {}).get("type") == "LoadBalancer"
-        status = obj.setdefault("status", {})
-        balancer = status.get("loadBalancer") or {}
+        balancer = (obj.get("status") or {}).get("loadBalancer") or {}
         old = list(balancer.get("ingress") or ())
-        ingress = [e for e in old if e.get("ip") not in mine]
-        if lb_type:
-            ingress += [{"ip": ip} for ip in want]
+        keep = set(want) if lb_type else set()
+        ingress, seen = [], set()
+        for entry in old:
+            ip = entry.get("ip") if isinstance(entry, Mapping) else None
+            if ip in mine and (ip not in keep or ip in seen):
+                continue
+            seen.add(ip)
+            ingress.append(entry)
+        ingress += [{"ip": ip} for ip in want if lb_type and ip not in seen]
         if ingress == old:
             return
+        status = obj.setdefault("status", {})
         status["loadBalancer"] = {**balancer, "ingress": ingress} if ingress else {}
 
     return mutate

@@ -18,9 +18,10 @@ from eipctl.core.allocation_inputs import (
     RequestError,
     ServiceInfo,
     ip_order,
-    parse_request,
+    service_request,
 )
-from eipctl.core.allocation_planner import Plan, Problem, plan_service
+from eipctl.core.allocation_plan import Plan, Problem
+from eipctl.core.allocation_planner import plan_service
 from eipctl.core.pool import IPAddress, PoolAllocator
 
 
@@ -28,17 +29,26 @@ class AllocationBook:
     """Who holds which IP, per pool; plans Services against it.
 
     Mutable on purpose (one per allocator process, rebuilt when it becomes leader). Claims
-    are recorded as they are seen (`claim_seen`, `claim_gone`); `plan` reserves the IPs it
-    decides to acquire as *pending* for that Service until `settle` says how it went.
+    are recorded as they are seen (`claim_seen`, `claim_gone`), and so are Services
+    (`service_seen`, `service_gone`: what they look like for sharing, and the IPs they use
+    by hand); `plan` reserves the IPs it decides to acquire as *pending* for that Service
+    until `settle` says how it went. An IP is free only when no claim, no pending
+    acquisition and no Service uses it.
     """
 
-    def __init__(self, *, purge_on_pool_delete: bool = False) -> None:
+    def __init__(
+        self, *, purge_on_pool_delete: bool = False, serve_unclassed: bool = False
+    ) -> None:
         self.purge_on_pool_delete = purge_on_pool_delete
+        self.serve_unclassed = serve_unclassed
         self._pools: dict[str, PoolInfo] = {}
         self._allocators: dict[str, PoolAllocator] = {}
         self._claims: dict[IPAddress, ClaimInfo] = {}
         self._pending: dict[IPAddress, str] = {}
+        self._pending_shared: dict[IPAddress, tuple[str, str]] = {}
         self._by_service: dict[str, set[IPAddress]] = {}
+        self._services: dict[str, ServiceInfo] = {}
+        self._hand_set: dict[IPAddress, set[str]] = {}
 
     # --- pools ------------------------------------------------------------------------
     def set_pools(self, pools: Iterable[PoolInfo]) -> None:
@@ -51,7 +61,11 @@ class AllocationBook:
         self._pools = fresh
         for name, info in fresh.items():
             if info.pool is not None and name not in self._allocators:
-                used = [ip for ip in (*self._claims, *self._pending) if info.pool.contains(ip)]
+                used = [
+                    ip
+                    for ip in {*self._claims, *self._pending, *self._hand_set}
+                    if info.pool.contains(ip)
+                ]
                 self._allocators[name] = PoolAllocator(info.pool, used)
 
     def pool(self, name: str) -> PoolInfo | None:
@@ -72,6 +86,7 @@ class AllocationBook:
         old = self._claims.get(claim.ip)
         self._unindex(claim.ip, old.services if old else ())
         self._pending.pop(claim.ip, None)
+        self._pending_shared.pop(claim.ip, None)
         self._claims[claim.ip] = claim
         for service in claim.services if claim.owned else ():
             self._by_service.setdefault(service, set()).add(claim.ip)
@@ -81,8 +96,41 @@ class AllocationBook:
         old = self._claims.pop(ip, None)
         if old is not None:
             self._unindex(ip, old.services)
-            if ip not in self._pending:
+            self._give_back(ip)
+
+    # --- Services -----------------------------------------------------------------------
+    def service_seen(self, service: ServiceInfo) -> bool:
+        """Record a Service as it now is; True when the IPs it uses by hand changed."""
+        old = self._services.get(service.key)
+        self._services[service.key] = service
+        return self._set_hand_set(service.key, old.hand_set if old else (), service.hand_set)
+
+    def service_gone(self, key: str) -> bool:
+        """Forget a deleted Service; True when that freed IPs it used by hand."""
+        old = self._services.pop(key, None)
+        return self._set_hand_set(key, old.hand_set if old else (), ())
+
+    def service(self, key: str) -> ServiceInfo | None:
+        return self._services.get(key)
+
+    def hand_set_by(self, ip: IPAddress) -> frozenset[str]:
+        """The Services that use ``ip`` without the allocator having given it to them."""
+        return frozenset(self._hand_set.get(ip, ()))
+
+    def _set_hand_set(
+        self, key: str, before: Iterable[IPAddress], after: Iterable[IPAddress]
+    ) -> bool:
+        old, new = set(before), set(after)
+        for ip in old - new:
+            users = self._hand_set.get(ip, set())
+            users.discard(key)
+            if not users:
+                self._hand_set.pop(ip, None)
                 self._give_back(ip)
+        for ip in new - old:
+            self._hand_set.setdefault(ip, set()).add(key)
+            self._take(ip)
+        return old != new
 
     def claim(self, ip: IPAddress) -> ClaimInfo | None:
         return self._claims.get(ip)
@@ -104,8 +152,8 @@ class AllocationBook:
             return
         if self._pending.get(ip) == service:
             del self._pending[ip]
-            if ip not in self._claims:
-                self._give_back(ip)
+            self._pending_shared.pop(ip, None)
+            self._give_back(ip)
 
     def reserve_recorded(self, service: str, ips: Iterable[IPAddress]) -> None:
         """At start: keep IPs a Service records but no claim backs for that Service's repair."""
@@ -125,8 +173,11 @@ class AllocationBook:
         held = self.held_by(key)
         if service is None:
             return Plan(key, release=tuple(c.ip for c in held))
+        self.service_seen(service)
+        if service.foreign_class:  # another implementation's: keep what it holds, touch nothing
+            return Plan(key, keep=tuple(c.ip for c in held), hands_off=True)
         try:
-            request = parse_request(service.annotations, service.ip_families)
+            request = service_request(service, serve_unclassed=self.serve_unclassed)
         except RequestError as exc:
             return Plan(
                 key,
@@ -146,18 +197,39 @@ class AllocationBook:
         """The Service an acquisition of ``ip`` is pending for, if any."""
         return self._pending.get(ip)
 
-    def reserve_pending(self, ip: IPAddress, service: str) -> None:
-        """Hold ``ip`` for ``service`` until `settle` (so no other plan picks it meanwhile)."""
+    def reserve_pending(
+        self, ip: IPAddress, service: str, *, sharing_key: str = "", pool: str = ""
+    ) -> None:
+        """Hold ``ip`` for ``service`` until `settle` (so no other plan picks it meanwhile).
+
+        With a ``sharing_key``, Services of the same key wait for this claim to exist and
+        join it, instead of reserving IPs of their own at the same moment.
+        """
         self._pending[ip] = service
+        if sharing_key:
+            self._pending_shared[ip] = (sharing_key, pool)
         self._take(ip)
 
-    def reserve_lowest_free(self, pool: str, service: str) -> IPAddress | None:
+    def reserve_lowest_free(
+        self, pool: str, service: str, *, sharing_key: str = ""
+    ) -> IPAddress | None:
         """Take the lowest free IP of ``pool`` as pending for ``service``; None when full."""
         allocator = self._allocators.get(pool)
         fresh = allocator.allocate() if allocator is not None else None
         if fresh is not None:
-            self.reserve_pending(fresh, service)
+            self.reserve_pending(fresh, service, sharing_key=sharing_key, pool=pool)
         return fresh
+
+    def pending_shared(self, sharing_key: str) -> list[tuple[IPAddress, str, str]]:
+        """Acquisitions in flight under ``sharing_key``: (ip, pool, Service), lowest IP first."""
+        return sorted(
+            (
+                (ip, pool, self._pending[ip])
+                for ip, (key, pool) in self._pending_shared.items()
+                if key == sharing_key and ip in self._pending
+            ),
+            key=lambda t: ip_order(t[0]),
+        )
 
     # --- internals ----------------------------------------------------------------------
 
@@ -167,6 +239,9 @@ class AllocationBook:
                 allocator.reserve(ip)
 
     def _give_back(self, ip: IPAddress) -> None:
+        """Free ``ip`` in its pool unless a claim, a pending acquisition or a Service uses it."""
+        if ip in self._claims or ip in self._pending or ip in self._hand_set:
+            return
         for allocator in self._allocators.values():
             allocator.release(ip)
 

@@ -3,9 +3,11 @@ Services, pools and claims.
 
 Pure value types and parsing, no state: `parse_request` reads the annotations
 (``external-ip: auto`` or a comma list of literal IPs, at most one per family;
-``external-ip-pool: A[,B]``; ``external-ip-sharing-key: K``), and the ``*Info`` classes are the
-parts of Kubernetes objects the decisions in `core.allocation_planner` look at
-(`allocator/views.py` fills them from the API's dicts).
+``external-ip-pool: A[,B]``; ``external-ip-sharing-key: K``), `service_request` adds what a
+LoadBalancer Service asks for without them (``spec.loadBalancerClass``,
+``spec.loadBalancerIP``), and the ``*Info`` classes are the parts of Kubernetes objects the
+decisions in `core.allocation_planner` look at (`allocator/views.py` fills them from the API's
+dicts).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from eipctl.core.naming import (
     ANNOTATION_POOL,
     ANNOTATION_SHARING_KEY,
     AUTO,
+    LOAD_BALANCER_CLASS,
     parse_ip,
 )
 from eipctl.core.pool import IPAddress, Pool
@@ -51,9 +54,19 @@ class Request:
         return not self.ips
 
 
+Port = tuple[str, int]
+"""(protocol, port) of one entry of a Service's ``spec.ports``."""
+
+
 @dataclass(frozen=True)
 class ServiceInfo:
-    """The parts of a Service the allocator reads; ``recorded`` = its allocated-ips list."""
+    """The parts of a Service the allocator reads; ``recorded`` = its allocated-ips list.
+
+    ``hand_set`` are the IPs the Service uses that the allocator did not give it (entries of
+    ``spec.externalIPs`` and ``status.loadBalancer.ingress`` not in ``recorded``): in use,
+    whoever wrote them. ``ports``, ``local_traffic`` and ``selector`` decide whether two
+    Services may share one IP; ``created`` (creationTimestamp) says which came first.
+    """
 
     key: str
     namespace: str
@@ -61,6 +74,23 @@ class ServiceInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
     ip_families: tuple[int, ...] = ()
     recorded: tuple[IPAddress, ...] = ()
+    service_type: str = ""
+    load_balancer_class: str = ""
+    load_balancer_ip: str = ""
+    ports: frozenset[Port] = frozenset()
+    local_traffic: bool = False
+    selector: tuple[tuple[str, str], ...] = ()
+    created: str = ""
+    hand_set: tuple[IPAddress, ...] = ()
+
+    @property
+    def load_balancer(self) -> bool:
+        return self.service_type == "LoadBalancer"
+
+    @property
+    def foreign_class(self) -> bool:
+        """A LoadBalancer of another implementation's class: never touched."""
+        return self.load_balancer and self.load_balancer_class not in ("", LOAD_BALANCER_CLASS)
 
 
 @dataclass(frozen=True)
@@ -108,7 +138,7 @@ def parse_request(annotations: Mapping[str, str], ip_families: Iterable[int]) ->
     if raw is None:
         return None
     value = raw.strip()
-    pools = tuple(p.strip() for p in annotations.get(ANNOTATION_POOL, "").split(",") if p.strip())
+    pools = _pools(annotations)
     key = annotations.get(ANNOTATION_SHARING_KEY, "").strip()
     if value.lower() == AUTO:
         families = tuple(dict.fromkeys(ip_families)) or (ANY_FAMILY,)
@@ -128,6 +158,41 @@ def parse_request(annotations: Mapping[str, str], ip_families: Iterable[int]) ->
     return Request(
         ips=tuple(ips), families=tuple(ip.version for ip in ips), pools=pools, sharing_key=key
     )
+
+
+def service_request(service: ServiceInfo, *, serve_unclassed: bool) -> Request | None:
+    """What ``service`` asks for; None when it asks nothing of eipctl.
+
+    The annotation wins; a LoadBalancer of eipctl's class (or without a class, when
+    ``serve_unclassed``) asks for ``auto`` without it; ``spec.loadBalancerIP`` turns either
+    ``auto`` into that literal IP. A Service of another class asks for nothing, annotated or
+    not (`ServiceInfo.foreign_class`). Raises `RequestError` for a value it cannot act on.
+    """
+    if service.foreign_class:
+        return None
+    request = parse_request(service.annotations, service.ip_families)
+    if request is None and service.load_balancer:
+        ours = service.load_balancer_class == LOAD_BALANCER_CLASS
+        if ours or (serve_unclassed and not service.load_balancer_class):
+            request = Request(
+                families=tuple(dict.fromkeys(service.ip_families)) or (ANY_FAMILY,),
+                pools=_pools(service.annotations),
+                sharing_key=service.annotations.get(ANNOTATION_SHARING_KEY, "").strip(),
+            )
+    wanted = service.load_balancer_ip.strip()
+    if request is None or not request.auto or not wanted or not service.load_balancer:
+        return request
+    try:
+        ip = parse_ip(wanted)
+    except ValueError:
+        raise RequestError(f"spec.loadBalancerIP={wanted!r} is not an IP address") from None
+    return Request(
+        ips=(ip,), families=(ip.version,), pools=request.pools, sharing_key=request.sharing_key
+    )
+
+
+def _pools(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(p.strip() for p in annotations.get(ANNOTATION_POOL, "").split(",") if p.strip())
 
 
 def ip_order(ip: IPAddress) -> tuple[int, int]:

@@ -1,5 +1,7 @@
 """The allocator's rules: what one Service should hold, given what it asks for and the book.
 
+(The `Plan` it returns and the `Ledger` it reads are in `core.allocation_plan`.)
+
 `plan_service` compares a Service's `Request` with the claims it holds and returns the `Plan`
 the process carries out. Pure and synchronous, like MetalLB's allocator; the only state it
 touches is the `Ledger` (the `AllocationBook`), where it reserves the IPs it decides to
@@ -18,14 +20,19 @@ Rules (docs/allocator.md has the operator's version):
   is being deleted (then it is *marked*); it is released when the annotation goes, the
   Service goes, the literal changes, or the Service names another pool. With purge on
   pool delete, IPs of a deleting pool are released.
-- Sharing: an IP held by others is joined only with the same non-empty sharing key.
+- Sharing: an IP held by others is joined only with the same non-empty sharing key and
+  when `core.sharing` allows it (no port in common; with externalTrafficPolicy Local, the
+  same selector). A Service that holds a shared IP it may no longer share (its ports or a
+  co-holder's changed) gives it up if it came later: ``auto`` takes another IP, a literal
+  waits. While one Service of a key is creating the key's claim, the others wait for it
+  (``deferred``) rather than each taking an IP of their own.
+- In use means: claimed, pending, or carried by any Service by hand (``spec.externalIPs`` or
+  ``status.loadBalancer.ingress`` entries the allocator did not write).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
 
 from eipctl.core.allocation_inputs import (
     ANY_FAMILY,
@@ -35,65 +42,9 @@ from eipctl.core.allocation_inputs import (
     ServiceInfo,
     ip_order,
 )
+from eipctl.core.allocation_plan import Acquire, Ledger, Mark, Plan, Problem
 from eipctl.core.pool import IPAddress
-
-
-@dataclass(frozen=True)
-class Acquire:
-    """Get ``ip`` for the Service: create its claim, or join an existing shared one."""
-
-    ip: IPAddress
-    pool: str
-    join: bool = False
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Something to tell the user (an Event on the Service); ``waiting`` = retry on change."""
-
-    reason: str
-    message: str
-    waiting: bool = False
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A kept IP whose pool no longer fits it: reason for the claim's condition and an Event."""
-
-    ip: IPAddress
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What to do for one Service; empty when it holds exactly what it should."""
-
-    service: str
-    keep: tuple[IPAddress, ...] = ()
-    acquire: tuple[Acquire, ...] = ()
-    release: tuple[IPAddress, ...] = ()
-    problems: tuple[Problem, ...] = ()
-    marks: tuple[Mark, ...] = ()
-
-    @property
-    def desired(self) -> tuple[IPAddress, ...]:
-        """The IPs the Service should carry once the plan is done, in a stable order."""
-        return tuple(sorted((*self.keep, *(a.ip for a in self.acquire)), key=ip_order))
-
-
-class Ledger(Protocol):
-    """What planning reads from, and reserves in, the book (`AllocationBook`)."""
-
-    purge_on_pool_delete: bool
-
-    def pool(self, name: str) -> PoolInfo | None: ...
-    def pools(self) -> list[PoolInfo]: ...
-    def claim(self, ip: IPAddress) -> ClaimInfo | None: ...
-    def claims(self) -> list[ClaimInfo]: ...
-    def pending_for(self, ip: IPAddress) -> str | None: ...
-    def reserve_pending(self, ip: IPAddress, service: str) -> None: ...
-    def reserve_lowest_free(self, pool: str, service: str) -> IPAddress | None: ...
+from eipctl.core.sharing import came_first, first_clash
 
 
 def plan_service(
@@ -125,6 +76,9 @@ class _Planner:
         self.acquire: list[Acquire] = []
         self.problems: list[Problem] = []
         self.marks: list[Mark] = []
+        self.deferred = ""
+        self.given_up: dict[IPAddress, str] = {}
+        self.rekey: list[tuple[IPAddress, str]] = []
 
     def run(self, held: list[ClaimInfo]) -> Plan:
         kept: set[IPAddress] = set()
@@ -139,15 +93,23 @@ class _Planner:
         else:
             for ip in self.request.ips:
                 claim = next((c for c in held if c.ip == ip), None)
-                if claim is not None and self._pool_named(claim.pool):
+                if (
+                    claim is not None
+                    and self._pool_named(claim.pool)
+                    and self._gives_up(claim) is None
+                ):
                     kept.add(ip)
                     self._keep(claim)
                 else:
                     self._literal(ip)
-        if self.request.auto and not (self.keep or self.acquire or self.problems):
+        if self.request.auto and not (self.keep or self.acquire or self.problems or self.deferred):
             reason = f"no pool can give any of its families: {self._why_no_pool()}"
             self.problems.append(Problem("NoPool", reason, waiting=True))
         release = tuple(c.ip for c in held if c.ip not in kept)
+        gave_up = [
+            Problem("PortClash", f"gives up {ip}: {why}") for ip, why in self.given_up.items()
+        ]
+        self.problems[:0] = gave_up
         return Plan(
             self.service.key,
             tuple(self.keep),
@@ -155,6 +117,8 @@ class _Planner:
             release,
             tuple(self.problems),
             tuple(self.marks),
+            self.deferred,
+            rekey=tuple(self.rekey),
         )
 
     # --- keeping ------------------------------------------------------------------------
@@ -169,9 +133,38 @@ class _Planner:
             and family in (ANY_FAMILY, c.ip.version)
             and self._pool_named(c.pool)
             and not self._purged(c.pool)
+            and self._gives_up(c) is None
         ]
         fits.sort(key=lambda c: (c.ip not in self.service.recorded, ip_order(c.ip)))
         return fits[0] if fits else None
+
+    def _holders(self, claim: ClaimInfo, *, older_only: bool = False) -> list[ServiceInfo]:
+        """The other Services on ``claim`` as last seen (unknown ones are left out)."""
+        out = []
+        for key in claim.services:
+            other = self.book.service(key)
+            if other is None or other.key == self.service.key:
+                continue
+            if not older_only or came_first(other, self.service):
+                out.append(other)
+        return out
+
+    def _gives_up(self, claim: ClaimInfo) -> str | None:
+        """Why this Service must give up shared ``claim``: its key is no longer the one the
+        IP is shared under, or it came later than a holder it now clashes with."""
+        if len(claim.services) < 2:
+            return None
+        key = self.request.sharing_key
+        if key != claim.sharing_key:
+            reason: str | None = (
+                f"its sharing key {key!r} is not {claim.sharing_key!r}, "
+                f"the key {claim.ip} is shared under"
+            )
+        else:
+            reason = first_clash(self.service, self._holders(claim, older_only=True))
+        if reason is not None:
+            self.given_up[claim.ip] = reason
+        return reason
 
     def _pool_named(self, pool: str) -> bool:
         return not self.request.pools or pool in self.request.pools
@@ -182,6 +175,8 @@ class _Planner:
 
     def _keep(self, claim: ClaimInfo) -> None:
         self.keep.append(claim.ip)
+        if claim.sharing_key != self.request.sharing_key and len(claim.services) < 2:
+            self.rekey.append((claim.ip, self.request.sharing_key))
         info = self.book.pool(claim.pool)
         if info is None:
             self._mark(claim, "PoolNotFound", f"pool {claim.pool!r} does not exist")
@@ -229,6 +224,8 @@ class _Planner:
             owner = self.book.pending_for(ip)
             if self.book.claim(ip) is not None or owner not in (None, self.service.key):
                 continue
+            if self.book.hand_set_by(ip) - {self.service.key}:
+                continue
             pool = next((p for p in pools if p.pool is not None and p.pool.contains(ip)), None)
             if pool is not None and family in (ANY_FAMILY, ip.version):
                 self._take(ip, pool.name)
@@ -236,7 +233,9 @@ class _Planner:
         if self._join_shared(pools):
             return
         for name in names:
-            fresh = self.book.reserve_lowest_free(name, self.service.key)
+            fresh = self.book.reserve_lowest_free(
+                name, self.service.key, sharing_key=self.request.sharing_key
+            )
             if fresh is not None:
                 self.acquire.append(Acquire(fresh, name))
                 return
@@ -247,10 +246,12 @@ class _Planner:
         )
 
     def _join_shared(self, pools: list[PoolInfo]) -> bool:
+        """Join an IP of the Service's key (or wait for one being made); False: none fits."""
         key = self.request.sharing_key
         if not key:
             return False
         names = {p.name for p in pools}
+        refused: list[str] = []
         for claim in self.book.claims():
             if (
                 claim.owned
@@ -258,8 +259,21 @@ class _Planner:
                 and claim.services
                 and (claim.pool in names and self.service.key not in claim.services)
             ):
-                self.acquire.append(Acquire(claim.ip, claim.pool, join=True))
+                reason = first_clash(self.service, self._holders(claim))
+                if reason is None:
+                    self.acquire.append(Acquire(claim.ip, claim.pool, join=True))
+                    return True
+                refused.append(f"not sharing {claim.ip}: {reason}")
+        for ip, pool, owner in self.book.pending_shared(key):
+            other = self.book.service(owner)
+            if owner == self.service.key or pool not in names or self.book.claim(ip):
+                continue
+            if other is None or first_clash(self.service, [other]) is None:
+                self.deferred = f"waiting for {ip} (key {key!r}) being reserved for {owner}"
                 return True
+            refused.append(f"not sharing {ip}: {first_clash(self.service, [other])}")
+        if refused:
+            self.problems.append(Problem("SharingRefused", "; ".join(refused), waiting=False))
         return False
 
     def _literal(self, ip: IPAddress) -> None:
@@ -278,10 +292,22 @@ class _Planner:
             return
         claim = self.book.claim(ip)
         pending = self.book.pending_for(ip)
-        if claim is None and pending in (None, self.service.key):
+        by_hand = sorted(self.book.hand_set_by(ip) - {self.service.key})
+        if by_hand and (claim is None or not claim.owned):
+            self.problems.append(
+                Problem("IPInUse", f"{ip} is set by hand on {', '.join(by_hand)}", waiting=True)
+            )
+        elif claim is None and pending in (None, self.service.key):
             self._take(ip, pools[0].name)
+        elif claim is None and pending is not None and self._may_join_pending(ip, pending):
+            self.deferred = f"waiting for {ip} being reserved for {pending}"
         elif claim is not None and self._may_share(claim):
-            self.acquire.append(Acquire(ip, claim.pool, join=True))
+            reason = first_clash(self.service, self._holders(claim))
+            if reason is None:
+                self.acquire.append(Acquire(ip, claim.pool, join=True))
+            else:
+                message = f"{ip} is shared under key {claim.sharing_key!r}, but {reason}"
+                self.problems.append(Problem("PortClash", message, waiting=True))
         else:
             holders = ", ".join(claim.services) if claim and claim.services else pending
             what = "hand-set externalIPs of " if claim is not None and not claim.owned else ""
@@ -291,12 +317,21 @@ class _Planner:
                 )
             )
 
+    def _may_join_pending(self, ip: IPAddress, owner: str) -> bool:
+        key = self.request.sharing_key
+        if not key or not any(p[0] == ip for p in self.book.pending_shared(key)):
+            return False
+        other = self.book.service(owner)
+        return other is None or first_clash(self.service, [other]) is None
+
     def _may_share(self, claim: ClaimInfo) -> bool:
         key = self.request.sharing_key
         return bool(claim.owned and key and claim.sharing_key == key and claim.services)
 
     def _take(self, ip: IPAddress, pool: str) -> None:
-        self.book.reserve_pending(ip, self.service.key)
+        self.book.reserve_pending(
+            ip, self.service.key, sharing_key=self.request.sharing_key, pool=pool
+        )
         self.acquire.append(Acquire(ip, pool))
 
     def _why_no_pool(self) -> str:

@@ -65,7 +65,11 @@ class Snapshot:
 
 
 def _service_ips(svc: Obj) -> list[str]:
-    return [str(ip) for ip in (svc.get("spec") or {}).get("externalIPs") or []]
+    """spec.externalIPs, then status.loadBalancer.ingress (a LoadBalancer's IPs are there)."""
+    ips = [str(ip) for ip in (svc.get("spec") or {}).get("externalIPs") or []]
+    ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    ips += [str(e["ip"]) for e in ingress if isinstance(e, dict) and e.get("ip")]
+    return list(dict.fromkeys(ips))
 
 
 def _wants_ip(svc: Obj) -> bool:

@@ -6,7 +6,7 @@ import re
 from ipaddress import ip_address
 from pathlib import Path
 
-from eipctl.allocator import metrics
+from eipctl.allocator import metrics, services
 from eipctl.core import allocation, allocation_planner
 from eipctl.metrics import REGISTRY
 
@@ -22,9 +22,10 @@ def test_family_label_values() -> None:
 
 def test_every_problem_the_planner_reports_has_a_failure_label() -> None:
     problems = set()
-    for module in (allocation, allocation_planner):
+    for module in (allocation, allocation_planner, services):
         text = Path(module.__file__ or "").read_text(encoding="utf-8")
         problems |= set(re.findall(r'Problem\(\s*"(\w+)"', text))
+        problems |= set(re.findall(r'failure_reason\(\s*"(\w+)"', text))
     assert problems == set(metrics.FAILURE_REASONS)
     assert metrics.failure_reason("PoolExhausted") == "exhausted"
     assert metrics.failure_reason("SomethingNew") == "other"

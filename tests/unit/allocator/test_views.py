@@ -143,3 +143,72 @@ def test_cloud_pools_are_left_to_nodeips() -> None:
         {"metadata": {"name": "eips"}, "spec": {"cidr": "198.51.100.0/24", "provider": "aws"}},
     ]
     assert [p.name for p in pool_infos(pools)] == ["metal"]
+
+
+# ------------------------------------------------------------------ [integrity]
+
+
+def test_ingress_compared_by_meaning_so_a_defaulted_ip_mode_writes_nothing() -> None:
+    """A real API server (1.30+) stores ``ipMode: VIP``: our entry is unchanged by that."""
+    obj = svc(type_="LoadBalancer", recorded="192.0.2.1")
+    obj["status"] = {"loadBalancer": {"ingress": [{"ip": "192.0.2.1", "ipMode": "VIP"}]}}
+    before = copy.deepcopy(obj)
+    set_ingress([A], {A})(obj)
+    assert obj == before
+    set_ingress([A, B], {A})(obj)  # a new one is added; the stored one stays as stored
+    assert obj["status"]["loadBalancer"]["ingress"] == [
+        {"ip": "192.0.2.1", "ipMode": "VIP"},
+        {"ip": "192.0.2.2"},
+    ]
+    set_ingress([B], {A, B})(obj)
+    assert obj["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.2"}]
+
+
+def test_no_change_to_a_service_without_status_adds_no_status() -> None:
+    obj = svc()
+    before = copy.deepcopy(obj)
+    set_ingress([A], set())(obj)
+    assert obj == before
+
+
+def test_load_balancer_gets_its_ips_in_ingress_only_and_older_spec_entries_go() -> None:
+    """DenyServiceExternalIPs clusters: a LoadBalancer needs no spec.externalIPs."""
+    obj = svc([HAND, "192.0.2.1"], recorded="192.0.2.1", type_="LoadBalancer")
+    set_service_ips([A], {A})(obj)
+    assert obj["spec"]["externalIPs"] == [HAND]
+    assert obj["metadata"]["annotations"]["eipctl.io/allocated-ips"] == "192.0.2.1"
+    fresh = svc(type_="LoadBalancer")
+    set_service_ips([B], set())(fresh)
+    assert "externalIPs" not in fresh["spec"]
+
+
+def test_service_info_reads_sharing_fields_and_hand_set_ips() -> None:
+    obj = svc([HAND, "192.0.2.1"], recorded="192.0.2.1", type_="LoadBalancer")
+    obj["metadata"]["creationTimestamp"] = "2026-12-01T00:00:00Z"
+    obj["spec"].update(
+        ports=[{"port": 80}, {"port": 53, "protocol": "UDP"}, {"port": "x"}],
+        externalTrafficPolicy="Local",
+        selector={"app": "web"},
+        loadBalancerClass="eipctl.io/external-ip",
+        loadBalancerIP="192.0.2.7",
+    )
+    obj["status"] = {"loadBalancer": {"ingress": [{"ip": "198.51.100.1"}, {"hostname": "h"}]}}
+    info = service_info(obj)
+    assert info.ports == frozenset({("TCP", 80), ("UDP", 53)})
+    assert info.local_traffic and info.selector == (("app", "web"),)
+    assert info.load_balancer and not info.foreign_class
+    assert info.load_balancer_ip == "192.0.2.7" and info.created == "2026-12-01T00:00:00Z"
+    assert info.hand_set == (ip_address(HAND), ip_address("198.51.100.1"))
+
+
+def test_per_node_copies_of_a_claim_are_not_claims_of_their_own() -> None:
+    """Policy ``all``: ``<claim>.<node>`` carries the same IP and no Services; taking it
+    for the record would make the allocator forget who holds the IP."""
+    copy_ = {
+        "metadata": {
+            "name": "192-0-2-1.node-1",
+            "labels": {"eipctl.io/origin": "all-nodes", "eipctl.io/pool": "p"},
+        },
+        "spec": {"ip": "192.0.2.1", "nodeName": "node-1", "nodeBound": True},
+    }
+    assert claim_info(copy_) is None
