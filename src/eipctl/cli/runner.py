@@ -17,6 +17,7 @@ import structlog
 from eipctl.cli.settings import usage_error
 from eipctl.config import CommonSettings
 from eipctl.health import BindError, Health
+from eipctl.kube.errors import KubeConfigError
 from eipctl.logsetup import configure_logging
 
 log = structlog.get_logger(__name__)
@@ -82,6 +83,8 @@ async def _supervise(
         status = 0
     except asyncio.CancelledError:
         status = 0 if stop.is_set() else 1
+    except KubeConfigError as exc:  # nothing to reach: a usage error, like a missing file
+        status = usage_error(component, f"--kubeconfig: {exc}")
     except Exception:
         log.exception("process.failed", component=component)
         status = 1

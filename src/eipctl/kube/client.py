@@ -20,7 +20,7 @@ import aiohttp
 import structlog
 
 from eipctl.core.fields import Obj
-from eipctl.kube.errors import ApiError, Gone, TransportError, error_for
+from eipctl.kube.errors import ApiError, Gone, KubeConfigError, TransportError, error_for
 
 log = structlog.get_logger(__name__)
 
@@ -291,21 +291,38 @@ def _with_type(ref: ResourceRef, obj: Obj) -> Obj:
     return {"apiVersion": ref.api_version, "kind": ref.kind, **obj}
 
 
+def _default_kubeconfig_exists() -> bool:
+    """Whether $KUBECONFIG (a path list) or ~/.kube/config names a file (startup, once)."""
+    paths = (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+    return any(os.path.isfile(os.path.expanduser(p)) for p in paths if p)
+
+
 async def connect(kubeconfig: str | None = None, *, request_timeout: float = 30.0) -> KubeApi:
     """A KubeApi from `kubeconfig`, else in-cluster config, else $KUBECONFIG/~/.kube/config."""
     from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.config.config_exception import ConfigException
 
     if kubeconfig:
-        api_client = await config.new_client_from_config(config_file=kubeconfig)
         source = kubeconfig
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        cfg = client.Configuration()
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        api_client = client.ApiClient(cfg)
         source = "in-cluster"
     else:
-        api_client = await config.new_client_from_config()
         source = os.environ.get("KUBECONFIG", "~/.kube/config")
+    if source not in (kubeconfig, "in-cluster") and not _default_kubeconfig_exists():
+        raise KubeConfigError(
+            f"no kubeconfig: not in a cluster, and {source} does not exist (give --kubeconfig)"
+        )
+    try:
+        if kubeconfig:
+            api_client = await config.new_client_from_config(config_file=kubeconfig)
+        elif source == "in-cluster":
+            cfg = client.Configuration()
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            api_client = client.ApiClient(cfg)
+        else:
+            api_client = await config.new_client_from_config()
+    except (ConfigException, OSError, ValueError) as exc:
+        raise KubeConfigError(f"cannot use {source} to reach the API: {exc}") from exc
     log.info("kube_connected", source=source, host=api_client.configuration.host)
     return KubeApi(api_client, owns_client=True, request_timeout=request_timeout)
 

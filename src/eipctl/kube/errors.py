@@ -11,6 +11,11 @@ import json
 from typing import Any
 
 
+class KubeConfigError(Exception):
+    """No usable way to reach the API (kubeconfig missing or malformed, not in a cluster):
+    a usage error the process reports in one line, not a crash."""
+
+
 class ApiError(Exception):
     """A failed API request: HTTP status, Kubernetes Status reason and message."""
 

@@ -247,3 +247,21 @@ def test_a_flag_without_its_value_is_still_an_argparse_error(
         main(["scheduler", "--node-timeout", "--policy", "all"])
     assert exit_.value.code == 2
     assert "--node-timeout: expected one argument" in capsys.readouterr().err
+
+
+def test_no_kubeconfig_anywhere_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Not in a cluster, no --kubeconfig, no ~/.kube/config: say so, don't crash."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
+    env["HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "eipctl", "scheduler", "--metrics-bind-address", "0",
+         "--health-probe-bind-address", "0", "--log-level", "error"],
+        capture_output=True, text=True, timeout=60, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "eipctl scheduler: error: --kubeconfig: no kubeconfig: not in a cluster, and "
+        "~/.kube/config does not exist (give --kubeconfig)"
+    ]
