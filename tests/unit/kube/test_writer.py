@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from eipctl.kube.client import IPCLAIMS, Obj
-from eipctl.kube.errors import AlreadyExists, Invalid, NotFound, error_for
-from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS
+from eipctl.kube.errors import AlreadyExists, ApiError, Invalid, NotFound, ServerError, error_for
+from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES
 from eipctl.kube.writer import WRITE_ID, SerializedWriter, WriterSettings
 
 from .kube_fakes import FakeApi
@@ -30,6 +30,20 @@ def counter(metric: Any) -> float:
 
 def fast() -> WriterSettings:
     return WriterSettings(backoff_initial=0.001, backoff_max=0.01)
+
+
+class RefusingApi(FakeApi):
+    """`refuse[verb]`: errors raised, one each, by the next calls of that verb only, before
+    anything is applied (`FakeApi.faults` hit whichever call comes next, a GET too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse: dict[str, list[ApiError]] = {}
+
+    def _fault(self, verb: str) -> None:
+        super()._fault(verb)
+        if self.refuse.get(verb):
+            raise self.refuse[verb].pop(0)
 
 
 async def test_concurrent_mutations_all_land_and_are_coalesced() -> None:
@@ -97,12 +111,19 @@ async def test_status_writes_use_the_status_subresource() -> None:
 
 
 async def test_retryable_errors_are_retried_and_ambiguous_writes_not_doubled() -> None:
-    api = FakeApi()
+    """Guards: a write refused with a 5xx/429 is retried until it lands, once; one applied but
+    reported as failed is recognised by its write-id and not applied again. Kills: treating
+    a refused write as landed (n stays 0), not retrying writes, and applying twice."""
+    api = RefusingApi()
     api.put(IPCLAIMS, claim())
     w = SerializedWriter(api, fast())
+    retries0 = counter(WRITER_RETRIES)
     e500 = error_for(500, json.dumps({"reason": "InternalError"}))
-    api.faults = [e500, error_for(429)]  # refused before applying
+    api.refuse["replace"] = [e500, error_for(429)]  # refused before applying
     await w.update(IPCLAIMS, "c1", incr)
+    assert api.calls.count("replace") == 3  # both refusals hit a write, the third landed
+    assert api.objects[("ipclaims", "c1")]["spec"]["n"] == 1
+    assert counter(WRITER_RETRIES) - retries0 == 2
     api.fault_after = [e500]  # applied, then reported as failed
     await w.update(IPCLAIMS, "c1", incr)
     obj = api.objects[("ipclaims", "c1")]
@@ -119,6 +140,34 @@ async def test_ambiguous_create_is_recognised_as_ours_but_a_foreign_one_is_not()
     api.put(IPCLAIMS, claim("taken"))
     with pytest.raises(AlreadyExists):
         await w.create(IPCLAIMS, claim("taken"))
+
+
+async def test_a_refused_create_while_someone_else_takes_the_name_is_already_exists() -> None:
+    """Guards: after a create failed with a 5xx, a later AlreadyExists is this writer's own
+    create only if the stored object carries its write-id. Kills: `_create` counting any
+    AlreadyExists after an ambiguous failure as ours; for the allocator that hands one IP
+    to two Services (tests/e2e/test_allocator_reservation.py tells that story).
+
+    The create is refused (nothing stored); before the writer retries, another process
+    creates an object of that name; the retry finds it."""
+
+    class NameTakenMeanwhile(RefusingApi):
+        async def create(self, ref: Any, obj: Obj, namespace: str | None = None) -> Obj:
+            try:
+                return await super().create(ref, obj, namespace)
+            except ServerError:
+                self.put(IPCLAIMS, claim("c1", holder="someone-else"))
+                raise
+
+    api = NameTakenMeanwhile()
+    api.refuse["create"] = [error_for(503)]
+    w = SerializedWriter(api, fast())
+    with pytest.raises(AlreadyExists):
+        await w.create(IPCLAIMS, claim("c1", holder="us"))
+    assert api.calls == ["create", "create", "get"]  # refused, AlreadyExists, whose is it?
+    theirs = api.objects[("ipclaims", "c1")]
+    assert theirs["spec"]["holder"] == "someone-else"
+    assert WRITE_ID not in (theirs["metadata"].get("annotations") or {})
 
 
 async def test_update_of_missing_object_and_delete_idempotence() -> None:
