@@ -11,8 +11,11 @@ deleted. After each iteration every fault is healed and, within a settle timeout
 - exactly one MAC answers ARP for each IP, it is that node's, and the client's TCP connection
   to the IP is answered by that node.
 
-Prints iterations, faults by kind, duplicates (must be 0) and lost Services (must be 0);
-exits 1 if either is not 0. Run as root:
+Prints iterations, faults by kind, duplicates (must be 0) and lost Services (must be 0),
+seconds per iteration and the admin calls retried while the API restarted; exits 1 if
+duplicates or lost Services are not 0. A bed action that fails (the harness, not eipctl: say
+the API emulator died) stops the soak with exit status 2 and a line saying the iteration, the
+fault and the action, then the end of every process log. Run as root:
 
     python benchmarks/soak.py --iterations 40 --time-limit 900 [--seed N]
 """
@@ -21,16 +24,36 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import random
+import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 
 from testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
 from testbed.checks import bound, ips_held_twice
-from testbed.figures import machine, skip_unless_root
+from testbed.figures import machine, percentile, skip_unless_root
+
+FAULTS = [
+    "controller-sigkill",
+    "controller-sigstop",
+    "node-kill",
+    "api-cut",
+    "scheduler-leader-kill",
+    "allocator-leader-kill",
+    "drop-watches",
+    "api-restart",
+    "services-create",
+    "services-delete",
+]
+
+
+class HarnessError(RuntimeError):
+    """A bed action failed: the harness, not eipctl. The message says where in the soak."""
 
 
 class Soak:
@@ -46,27 +69,36 @@ class Soak:
         self.ip_changes: list[str] = []
         self.settle_times: list[float] = []
         self.double_answers: list[tuple[float, str]] = []  # (seconds, ip) seen during faults
+        self.iteration = 0
+        self.iteration_times: list[float] = []
+
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """Run a bed action; if it fails, say which iteration and fault it was in."""
+        try:
+            yield
+        except HarnessError:
+            raise
+        except Exception as exc:
+            where = f"iteration {self.iteration}" if self.iteration else "before the iterations"
+            raise HarnessError(f"{where}, {what}: {type(exc).__name__}: {exc}") from exc
 
     # ---- faults ----
 
-    def fault(self) -> str:
+    def fault(self, number: int, count: int) -> str:
         bed, rng = self.bed, self.rng
-        kind = rng.choice(
-            [
-                "controller-sigkill",
-                "controller-sigstop",
-                "node-kill",
-                "api-cut",
-                "scheduler-leader-kill",
-                "allocator-leader-kill",
-                "drop-watches",
-                "api-restart",
-                "services-create",
-                "services-delete",
-            ]
-        )
+        kind = rng.choice(FAULTS)
         node = rng.choice(bed.live_nodes) if bed.live_nodes else None
         pause = rng.uniform(0.3, 3.0)
+        with self.step(f"fault {number} of {count} ({kind}, node {node})"):
+            done = self._inflict(kind, node, pause)
+        if not done:
+            return "skipped"
+        self.faults[kind] += 1
+        return kind
+
+    def _inflict(self, kind: str, node: str | None, pause: float) -> bool:
+        bed, rng = self.bed, self.rng
         if kind == "controller-sigkill" and node:
             bed.controllers[node].kill()
             time.sleep(pause)
@@ -84,7 +116,7 @@ class Soak:
             time.sleep(pause)
             bed.reconnect_to_api(node)
         elif kind in ("scheduler-leader-kill", "allocator-leader-kill"):
-            leader = bed.leader(kind.split("-")[0])
+            leader = bed.leader(kind.split("-", maxsplit=1)[0])
             leader.kill()
             self.churn(rng.randint(0, 2))
             time.sleep(pause)
@@ -100,9 +132,8 @@ class Soak:
         elif kind == "services-delete":
             self.delete(min(rng.randint(1, 2), len(self.ip_of) - self.target_services // 2))
         else:
-            return "skipped"
-        self.faults[kind] += 1
-        return kind
+            return False
+        return True
 
     def churn(self, n: int) -> None:
         """Create or delete `n` Services, drifting towards the target count."""
@@ -208,40 +239,75 @@ def main() -> int:
     started = time.monotonic()
     with LocalBed(BedOptions(nodes=args.nodes)) as bed:
         soak = Soak(bed, rng, args.services)
+        try:
+            run(soak, args, started)
+        except HarnessError as exc:
+            report(soak, time.monotonic() - started, seed)
+            print(f"HARNESS FAILURE (not eipctl): {exc}", flush=True)
+            print(bed.diagnostics(20), flush=True)
+            return 2
+        report(soak, time.monotonic() - started, seed)
+        failed = bool(soak.duplicates or soak.lost)
+    return 1 if failed else 0
+
+
+def run(soak: Soak, args: argparse.Namespace, started: float) -> None:
+    bed, rng = soak.bed, soak.rng
+    with soak.step("setting up (reset, Services, first settle)"):
         bed.reset()
         soak.create(args.services)
         soak.settle_and_check(args.settle_timeout)
-        iteration = 0
-        while iteration < args.iterations and time.monotonic() - started < args.time_limit:
-            iteration += 1
+    while soak.iteration < args.iterations and time.monotonic() - started < args.time_limit:
+        soak.iteration += 1
+        began = time.monotonic()
+        with soak.step("starting the ARP watch"):
             watch = bed.client.start_arp_watch([ip for ip in soak.ip_of.values() if ip])
-            try:
-                kinds = [soak.fault() for _ in range(rng.randint(1, 2))]
+        try:
+            count = rng.randint(1, 2)
+            kinds = [soak.fault(n, count) for n in range(1, count + 1)]
+            with soak.step(f"healing after {', '.join(kinds)}"):
                 bed.heal()
-            finally:
+        finally:
+            with soak.step("stopping the ARP watch"):
                 bed.client.stop_arp_watch(watch)
-            doubles = [(watch.longest_double_answer(ip), ip) for ip in watch.ips]
-            soak.double_answers += doubles
-            worst_now = max(doubles, default=(0.0, ""))
+        doubles = [(watch.longest_double_answer(ip), ip) for ip in watch.ips]
+        soak.double_answers += doubles
+        worst_now = max(doubles, default=(0.0, ""))
+        with soak.step(f"settling after {', '.join(kinds)}"):
             soak.settle_and_check(args.settle_timeout)
-            print(
-                f"  iteration {iteration:3d}: {', '.join(kinds):45s} services={len(soak.ip_of):2d} "
-                f"settled in {soak.settle_times[-1]:.1f}s"
-                + (f", two MACs for {worst_now[0]:.2f}s" if worst_now[0] else ""),
-                flush=True,
-            )
-        elapsed = time.monotonic() - started
-        print(f"iterations: {iteration} in {elapsed:.0f}s (seed {seed})")
-        print("faults: " + ", ".join(f"{k}={v}" for k, v in sorted(soak.faults.items())))
-        print(f"duplicates: {len(soak.duplicates)}")
-        print(f"lost services: {len(soak.lost)}")
-        print(f"services whose IP changed: {len(soak.ip_changes)}")
-        print(f"settle time: max {max(soak.settle_times):.1f}s")
-        worst = max(soak.double_answers, default=(0.0, "-"))
-        print(f"longest two-MAC ARP answer during a fault: {worst[0]:.2f}s ({worst[1]})")
-        print(f"logs: {bed.run_dir}")
-        failed = bool(soak.duplicates or soak.lost)
-    return 1 if failed else 0
+        soak.iteration_times.append(time.monotonic() - began)
+        print(
+            f"  iteration {soak.iteration:3d}: {', '.join(kinds):45s} "
+            f"services={len(soak.ip_of):2d} settled in {soak.settle_times[-1]:.1f}s, "
+            f"took {soak.iteration_times[-1]:.1f}s"
+            + (f", two MACs for {worst_now[0]:.2f}s" if worst_now[0] else ""),
+            flush=True,
+        )
+
+
+def report(soak: Soak, elapsed: float, seed: int) -> None:
+    bed, times = soak.bed, soak.iteration_times
+    print(f"iterations: {soak.iteration} in {elapsed:.0f}s (seed {seed})")
+    print("faults: " + ", ".join(f"{k}={v}" for k, v in sorted(soak.faults.items())))
+    print(f"duplicates: {len(soak.duplicates)}")
+    print(f"lost services: {len(soak.lost)}")
+    print(f"services whose IP changed: {len(soak.ip_changes)}")
+    print(f"settle time: max {max(soak.settle_times, default=0.0):.1f}s")
+    if times:
+        mean = statistics.fmean(times)
+        print(
+            f"seconds per iteration: mean {mean:.1f} p50 {percentile(times, 50):.1f} "
+            f"p95 {percentile(times, 95):.1f} max {max(times):.1f} "
+            f"(1000 iterations: about {1000 * mean / 3600:.1f} h)"
+        )
+    worst = max(soak.double_answers, default=(0.0, "-"))
+    print(f"longest two-MAC ARP answer during a fault: {worst[0]:.2f}s ({worst[1]})")
+    retried = bed.emulator.retried if bed.emulator is not None else {}
+    print(
+        "admin calls retried while the API restarted: "
+        + (", ".join(f"{k}={v}" for k, v in sorted(retried.items())) or "none")
+    )
+    print(f"logs: {bed.run_dir}", flush=True)
 
 
 if __name__ == "__main__":

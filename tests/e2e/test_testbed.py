@@ -137,6 +137,27 @@ def test_the_emulator_restarts_with_its_data(plain_bed: LocalBed) -> None:
         plain_bed.kube.delete_service("survivor")
 
 
+def test_a_call_made_as_soon_as_restart_api_returns_meets_the_restarted_api(
+    plain_bed: LocalBed,
+) -> None:
+    """restart_api() returns once the restarted server answers, not while the old one still
+    finishes its answers: the soak's `drop_watches` right after a restart (seed 777,
+    iteration 165) was refused when it returned early."""
+    for restart in range(1, 101):
+        plain_bed.restart_api()
+        req = urllib.request.Request(  # one attempt, no retry
+            f"{plain_bed.api_url}/_emulator/faults",
+            data=b'{"drop_watches": true}',
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                assert resp.status == 200
+        except OSError as exc:
+            pytest.fail(f"restart {restart}: the call right after restart_api() failed: {exc!r}")
+
+
 CHILD = textwrap.dedent(
     """
     import sys, time

@@ -6,6 +6,7 @@ same user-level checks at a real cluster.
 
 from .bed import BedOptions, LocalBed, install_signal_handlers
 from .client import ArpWatch, Client, ProbeSeries
+from .emulator import AdminError, Emulator
 from .pools import LEASE_NAMESPACE, POOL_TINY, POOL_V4, POOL_V6, TINY_LABEL, V6_LABEL
 from .processes import Process, wait_for
 from .remote import RemoteCluster
@@ -17,9 +18,11 @@ __all__ = [
     "POOL_V6",
     "TINY_LABEL",
     "V6_LABEL",
+    "AdminError",
     "ArpWatch",
     "BedOptions",
     "Client",
+    "Emulator",
     "LocalBed",
     "ProbeSeries",
     "Process",

@@ -15,21 +15,19 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from .client import Client
+from .emulator import Emulator
 from .kube import Kube
 from .loop import BackgroundLoop
 from .network import Network, NodeNet
@@ -72,7 +70,8 @@ class LocalBed:
         self.loop: BackgroundLoop | None = None
         self.kube: Kube = None  # type: ignore[assignment]
         self.client: Client = None  # type: ignore[assignment]
-        self.api: Process | None = None
+        self.emulator: Emulator | None = None
+        self.api: Process | None = None  # the emulator's process
         self.api_url = ""
         self.schedulers: list[Process] = []
         self.allocators: list[Process] = []
@@ -115,23 +114,10 @@ class LocalBed:
             self.start_processes()
 
     def _start_api(self) -> None:
-        kubeconfig = self.run_dir / "kubeconfig"
-        argv = [sys.executable, "-m", "eipctl.sandbox.apiserver", "--port", "0"]
-        argv += ["--kubeconfig-out", str(kubeconfig), "--crds", str(CRDS)]
-        argv += ["--bookmark-interval", "1", "--history-window", "5000"]
-        self.api = Process("apiserver", argv, self.run_dir)
-        self.api.start()
-        self.api_url = wait_for(
-            lambda: _server_in(kubeconfig), 20, what="the API emulator's kubeconfig"
-        )
-        wait_for(self._api_ready, 20, what="the API emulator to answer")
-
-    def _api_ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.api_url}/readyz", timeout=1):
-                return True
-        except OSError:
-            return False
+        self.emulator = Emulator(self.run_dir, crds=CRDS)
+        self.api = self.emulator.process
+        self.emulator.start()
+        self.api_url = self.emulator.url
 
     def _start_node_plumbing(self, node: NodeNet) -> None:
         assert self.loop is not None
@@ -312,28 +298,27 @@ class LocalBed:
         self.controllers[name].thaw()
         self.frozen.discard(name)
 
-    def restart_api(self) -> None:
-        """The API server restarts: every connection (all watches) drops; the data stays."""
-        self._admin("restart", {})
-        wait_for(self._api_ready, 20, what="the API back after a restart")
+    def restart_api(self) -> int:
+        """The API server restarts: every connection (all watches) drops; the data stays.
+        Returns once the restarted server answers (its restart generation, which it returns,
+        moved), so the next call cannot land in the restart."""
+        assert self.emulator is not None
+        return self.emulator.restart()
 
     def drop_watches(self) -> int:
-        return int(self._admin("faults", {"drop_watches": True}).get("closed", 0) or 0)
-
-    def _admin(self, what: str, body: dict[str, Any]) -> dict[str, Any]:
-        req = urllib.request.Request(
-            f"{self.api_url}/_emulator/{what}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return dict(json.loads(resp.read() or b"{}"))
+        assert self.emulator is not None
+        return self.emulator.drop_watches()
 
     # ---- between scenarios ----
 
     def heal(self) -> None:
-        """Undo every fault: thaw, reconnect, revive nodes, restart dead processes."""
+        """Undo every fault: thaw, reconnect, revive nodes, restart dead processes.
+
+        Then fails if a node that stayed up lost one of its admin addresses meanwhile (they
+        are put back first). A dead node's link went down, which dropped its IPv6 addresses:
+        that is not eipctl's doing, and reviving the node puts them back.
+        """
+        lost = self.admin_addresses_lost([n for n in self.node_names if n not in self.dead])
         for name in list(self.frozen):
             self.thaw_controller(name)
         for name in list(self.cut):
@@ -343,6 +328,19 @@ class LocalBed:
         for proc in [*self.schedulers, *self.allocators, *self.controllers.values()]:
             if not proc.alive:
                 proc.start()
+        if lost:
+            raise RuntimeError(f"eipctl removed admin addresses (put back now): {lost}")
+
+    def admin_addresses_lost(self, nodes: list[str]) -> list[str]:
+        """The admin addresses (`NodeNet.admin_addresses`) missing from these nodes' links,
+        each put back at once so that the next scenario starts whole."""
+        lost = []
+        for node in self.network.nodes:
+            missing = node.missing_admin_addresses() if node.name in nodes else set()
+            if missing:
+                lost += [f"{address} on {node.name}" for address in sorted(missing)]
+                node.configure()
+        return lost
 
     def reset(self, timeout: float = 20.0) -> None:
         """Heal, delete the scenarios' Services, wait until their claims and addresses are gone.
@@ -374,8 +372,23 @@ class LocalBed:
                     left.append(f"{ip} on {node.name}")
                     node.del_address(ip)
         self.wait_heartbeating(self.node_names, timeout)
+        wait_for(self._macs_published, timeout, interval=0.1, what="a pass by every controller")
+        # what a restarted controller does after this is seen by the next heal()
+        lost = self.admin_addresses_lost(self.node_names)
         if left:
             raise RuntimeError(f"eipctl did not clean up (removed by hand now): {left}")
+        if lost:
+            raise RuntimeError(f"eipctl removed admin addresses (put back now): {lost}")
+
+    def _macs_published(self) -> bool:
+        """Whether every IpNode shows its link's MACs, which its controller publishes after
+        a pass over the link (right after the bed starts: after its start-up purge)."""
+        published = {
+            n["metadata"]["name"]
+            for n in self.kube.ipnodes()
+            if (n.get("status") or {}).get("macs")
+        }
+        return published >= set(self.node_names)
 
     def heartbeats(self) -> dict[str, int]:
         return {
@@ -421,15 +434,6 @@ class LocalBed:
                 )
                 parts.append(f"--- {proc.name} ({state}) {proc.log_path}\n{proc.log_tail(lines)}")
         return "\n".join(parts)
-
-
-def _server_in(kubeconfig: Path) -> str | None:
-    """The server URL of a kubeconfig, once the file is completely written."""
-    try:
-        doc = yaml.safe_load(kubeconfig.read_text())
-        return str(doc["clusters"][0]["cluster"]["server"])
-    except (OSError, yaml.YAMLError, TypeError, KeyError, IndexError):
-        return None
 
 
 def install_signal_handlers() -> None:

@@ -1,9 +1,15 @@
 """The bed's L2 network: a switch namespace with a bridge, node namespaces, a client namespace.
 
     switch ns  [ br0 ]--- n0 ~~ eth0 [node-0 ns]  198.51.100.10/24  2001:db8:1::10/64
+                  |                               198.51.100.250/32 2001:db8:ffff::250/128
                   |------ n1 ~~ eth0 [node-1 ns]  198.51.100.11/24  2001:db8:1::11/64
+                  |                               198.51.100.249/32 2001:db8:ffff::251/128
                   |------ cl ~~ eth0 [client ns]  198.51.100.2/24   2001:db8:1::2/64
                                                   203.0.113.0/24 and 2001:db8:f::/64 on-link
+
+Each node link also carries two administrator's host addresses (a /32 and a /128, added
+with `ip`, so without eipctl's marker): eipctl must never remove them, and `LocalBed` checks
+after every scenario that they are still there (`NodeNet.missing_admin_addresses`).
 
 Nothing is created in the host namespace. The client plays the upstream router: the external
 pools are on-link for it, so it resolves each external IP with ARP / ND itself, and its
@@ -29,10 +35,12 @@ NODE_NET4 = ipaddress.ip_network("198.51.100.0/24")
 NODE_NET6 = ipaddress.ip_network("2001:db8:1::/64")
 POOL4 = ipaddress.ip_network("203.0.113.0/24")
 POOL6 = ipaddress.ip_network("2001:db8:f::/64")
+ADMIN_NET6 = ipaddress.ip_network("2001:db8:ffff::/64")
 CLIENT4 = "198.51.100.2"
 CLIENT6 = "2001:db8:1::2"
 LINK = "eth0"
 STALE_FOR = 120  # seconds: client neighbour entries neither expire nor re-probe meanwhile
+FOREVER = 0xFFFFFFFF  # valid_life_time of an address without a lifetime (an admin's)
 
 
 @dataclass
@@ -53,11 +61,29 @@ class NodeNet:
     def ip6(self) -> str:
         return str(NODE_NET6[0x10 + self.index])
 
+    @property
+    def admin_addresses(self) -> set[str]:
+        """The administrator's host addresses on the link: a /32 (counting down from .250,
+        away from the node addresses) and a /128. Not eipctl's: it must never remove them."""
+        return {f"{NODE_NET4[250 - self.index]}/32", f"{ADMIN_NET6[0x250 + self.index]}/128"}
+
     def configure(self) -> None:
-        """Link up with the node's own addresses (idempotent; also after a revive)."""
+        """Link up with the node's own and admin addresses (idempotent; also after a revive,
+        as a link that went down lost its IPv6 addresses)."""
         self.ns.ip(f"link set {LINK} up")
         self.ns.ip(f"addr replace {self.ip4}/24 dev {LINK}")
         self.ns.ip(f"-6 addr replace {self.ip6}/64 dev {LINK} nodad")
+        for address in sorted(self.admin_addresses):
+            self.ns.ip(f"addr replace {address} dev {LINK}" + (" nodad" if ":" in address else ""))
+
+    def missing_admin_addresses(self) -> set[str]:
+        """Admin addresses no longer on the link, or no longer permanent (`valid_lft forever`)."""
+        permanent = set()
+        for entry in json.loads(self.ns.ip(f"-j addr show dev {LINK}") or "[]"):
+            for info in entry.get("addr_info", []):
+                if info.get("valid_life_time") == FOREVER:
+                    permanent.add(f"{info['local']}/{info['prefixlen']}")
+        return self.admin_addresses - permanent
 
     def link_down(self) -> None:
         self.ns.ip(f"link set {LINK} down")

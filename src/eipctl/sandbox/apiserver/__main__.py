@@ -35,8 +35,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def serve(args: argparse.Namespace) -> None:
-    """Run until SIGINT/SIGTERM."""
+async def serve(args: argparse.Namespace) -> int:
+    """Run until SIGINT/SIGTERM (exit status 0) or until a restart fails (1): a server that
+    could not listen again is no server, so it goes rather than run on listening nowhere."""
     srv = ApiServer(
         history_window=args.history_window,
         bookmark_interval=args.bookmark_interval,
@@ -54,21 +55,31 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    stopping = asyncio.create_task(stop.wait())
+    failing = asyncio.create_task(srv.failed())
     try:
-        await stop.wait()
+        await asyncio.wait((stopping, failing), return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for task in (stopping, failing):
+            task.cancel()
         await srv.stop()
+    if srv.failure is not None:
+        log.error("apiserver exiting", reason="restart failed", error=str(srv.failure))
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: uvloop when available."""
+    """Entry point: uvloop when available. Exits 1 when a restart failed."""
     args = parse_args(argv)
     try:
         import uvloop
     except ImportError:
-        asyncio.run(serve(args))
+        code = asyncio.run(serve(args))
     else:
-        uvloop.run(serve(args))
+        code = uvloop.run(serve(args))
+    if code:
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
@@ -27,6 +26,19 @@ def _not_found() -> ApiError:
     return ApiError(404, "the server could not find the requested resource", "NotFound")
 
 
+class Lifecycle(Protocol):
+    """What the admin routes see of the server's lifecycle (`ApiServer`)."""
+
+    @property
+    def generation(self) -> int:
+        """Restarts done; moves only once the restarted server listens."""
+        ...
+
+    def request_restart(self) -> int:
+        """Restart after this answer; returns the generation the restart will move past."""
+        ...
+
+
 class Routes:
     """Everything that is not a resource verb, plus the middleware around all of it."""
 
@@ -35,13 +47,13 @@ class Routes:
         store: Store,
         faults: Faults,
         token: str | None,
-        restart: Callable[[], Awaitable[None]],
+        lifecycle: Lifecycle,
         rbac: Rbac | None = None,
     ) -> None:
         self.store = store
         self.faults = faults
         self.token = token
-        self.restart = restart
+        self.lifecycle = lifecycle
         self.rbac = rbac
         self.handlers = Handlers(store, faults)
         self.server_address = ""
@@ -122,7 +134,7 @@ class Routes:
 
     async def admin(self, request: web.Request, parts: list[str]) -> web.Response:
         """/_emulator/faults and /_emulator/admission (GET state, POST knobs),
-        /_emulator/restart, /_emulator/state."""
+        /_emulator/restart (POST), /_emulator/state (with the restart generation)."""
         what = parts[0] if parts else ""
         knobs: dict[str, Faults | Plugins] = {"faults": self.faults}
         knobs["admission"] = self.store.plugins
@@ -138,26 +150,19 @@ class Routes:
                 switch.configure(body)
             return json_response(switch.state())
         if what == "restart" and request.method == "POST":
-            asyncio.get_running_loop().call_soon(_spawn, self.restart)
-            return json_response({"restarting": True})
+            # the restart starts after this answer; "generation" is the one it moves past
+            generation = self.lifecycle.request_restart()
+            return json_response({"restarting": True, "generation": generation})
         if what == "state":
             return json_response(
                 {
                     "revision": self.store.revision,
                     "compacted": self.store.compacted,
                     "watchers": len(self.store.watchers()),
+                    "generation": self.lifecycle.generation,
                 }
             )
         raise _not_found()
-
-
-_BACKGROUND: set[Any] = set()
-
-
-def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
-    task = asyncio.ensure_future(fn())
-    _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)
 
 
 def _reason(code: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import socket
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from .admission import PolicyEvaluator
 
 log = structlog.get_logger(__name__)
+LISTEN_BACKLOG = 128  # aiohttp's default
 
 
 def _read_yaml_files(directory: Path) -> list[str]:
@@ -72,8 +74,13 @@ class ApiServer:
 
             self.admission = PolicyEvaluator(self.store)
             self.store.admission = self.admission.admit
+        self.generation = 0  # restarts done; moves only once the new listener serves
+        self.failure: BaseException | None = None  # why a background restart failed
+        self._failed: asyncio.Future[BaseException] | None = None
+        self._restart_lock = asyncio.Lock()
+        self._background: set[asyncio.Task[None]] = set()
         self._routes = Routes(
-            self.store, self.faults, None if rbac else token, self.restart, rbac=self.rbac
+            self.store, self.faults, None if rbac else token, self, rbac=self.rbac
         )
         self._runner: web.AppRunner | None = None
         self._bookmarks: asyncio.Task[None] | None = None
@@ -96,20 +103,36 @@ class ApiServer:
         log.info("apiserver started", url=self.url)
 
     async def _listen(self, port: int) -> None:
+        """Bind and listen on host:port, then serve; raises if it is not listening after.
+
+        The socket is put to listen() here, not left to the event loop: uvloop's
+        create_server(sock=...) swallows an OSError from listen() (it closes the socket and
+        returns a Server that serves nothing), so a port taken mid-restart would go unseen.
+        """
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, port))
-        self.port = sock.getsockname()[1]
-        runner = web.AppRunner(
-            make_app(self._routes),
-            access_log=None,
-            handler_cancellation=True,
-            shutdown_timeout=self.shutdown_timeout,
-        )
-        await runner.setup()
-        ctx = self._cert.context if self._cert is not None else None
-        site = web.SockSite(runner, sock, ssl_context=ctx)
-        await site.start()
+        runner: web.AppRunner | None = None
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, port))
+            self.port = sock.getsockname()[1]
+            sock.listen(LISTEN_BACKLOG)
+            runner = web.AppRunner(
+                make_app(self._routes),
+                access_log=None,
+                handler_cancellation=True,
+                shutdown_timeout=self.shutdown_timeout,
+            )
+            await runner.setup()
+            ctx = self._cert.context if self._cert is not None else None
+            site = web.SockSite(runner, sock, ssl_context=ctx, backlog=LISTEN_BACKLOG)
+            await site.start()
+            if sock.fileno() < 0 or not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                raise OSError(errno.EADDRNOTAVAIL, f"not listening on {self.host}:{port}")
+        except BaseException:
+            sock.close()
+            if runner is not None:
+                await runner.cleanup()
+            raise
         self._runner = runner
 
     async def _close(self) -> None:
@@ -121,13 +144,62 @@ class ApiServer:
 
     async def restart(self) -> None:
         """Close every connection (watches included) and listen again on the same port;
-        the data, revision and history survive, as they would with etcd behind a restart."""
-        log.info("apiserver restarting", url=self.url)
-        await self._close()
-        await self._listen(self.port)
+        the data, revision and history survive, as they would with etcd behind a restart.
+
+        Returns once the new listener serves, and only then moves `generation` (what
+        `/_emulator/state` reports), so a client can tell the restarted server from the old
+        one still finishing its answers. Restarts run one at a time. Raises when the port
+        cannot be listened on again: the server then listens nowhere.
+        """
+        async with self._restart_lock:
+            log.info("apiserver restarting", url=self.url, generation=self.generation)
+            await self._close()
+            await self._listen(self.port)
+            self.generation += 1
+            log.info("apiserver restarted", url=self.url, generation=self.generation)
+
+    def request_restart(self) -> int:
+        """Restart in the background once the current request is answered (the admin
+        endpoint's restart); returns the generation that the restart will move past.
+
+        A background restart that fails is logged with its exception and ends `failed()`:
+        `python -m eipctl.sandbox.apiserver` then exits non-zero instead of running on
+        without a listener.
+        """
+        # the task's first step runs after this one, which writes the answer; a connection
+        # still answering is let finish by the runner's graceful shutdown anyway
+        task = asyncio.create_task(self._restart_or_fail(), name="apiserver-restart")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return self.generation
+
+    async def _restart_or_fail(self) -> None:
+        try:
+            await self.restart()
+        except Exception as exc:
+            log.exception(
+                "apiserver restart failed", url=self.url, generation=self.generation, error=str(exc)
+            )
+            self.failure = exc
+            failed = self._failed_future()
+            if not failed.done():
+                failed.set_result(exc)
+
+    def _failed_future(self) -> asyncio.Future[BaseException]:
+        if self._failed is None:
+            self._failed = asyncio.get_running_loop().create_future()
+        return self._failed
+
+    async def failed(self) -> BaseException:
+        """Wait until a background restart fails; returns its exception."""
+        return await asyncio.shield(self._failed_future())
 
     async def stop(self) -> None:
         """Close everything; safe to call twice."""
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         if self._bookmarks is not None:
             self._bookmarks.cancel()
             with contextlib.suppress(asyncio.CancelledError):
