@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from ipaddress import ip_address
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -28,6 +29,11 @@ from eipctl.core.allocation_inputs import ClaimInfo, PoolInfo, ServiceInfo
 from eipctl.core.allocation_plan import Plan
 from eipctl.core.pool import IPAddress, Pool
 from eipctl.core.sharing import clash
+
+# A pass takes ~5 s; when it finds a failure, shrinking a 40-step run and hypothesis's explain
+# phase (sys.settrace on 3.11) took over 60 s, and the default timeout then reported a
+# "Timeout" inside the shrinker instead of the minimal failing steps (docs/testing.md).
+pytestmark = pytest.mark.timeout(300)
 
 POOL = PoolInfo(name="p", pool=Pool.parse("p", "192.0.2.0/27"))  # 30 usable: never full
 NAMES = [f"default/s{i}" for i in range(4)]
