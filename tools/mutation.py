@@ -8,7 +8,7 @@
 
 Each area runs in build/mutation/<area>/: a fresh copy of src/, tests/, deploy/, conftest.py
 and pyproject.toml whose [tool.mutmut] table (the shared settings) is narrowed to the area's
-modules and unit tests. mutmut keeps its results there: a second run tests the mutants of
+modules and fast tests. mutmut keeps its results there: a second run tests the mutants of
 functions that changed, then the previous survivors (new tests may kill them); the killed
 ones are not run again. Every mutant runs only the area's tests that call the mutated
 function (mutmut records who calls what in a first, clean run).
@@ -50,7 +50,7 @@ class Area:
     mutate: tuple[str, ...]
     """Source files to mutate (globs, relative to the repository)."""
     tests: tuple[str, ...]
-    """The unit tests run against the mutants (globs); all of them run once, clean."""
+    """The fast tests run against the mutants (globs); all of them run once, clean."""
     functions: tuple[str, ...] = ()
     """mutmut mutant-name globs; empty: every function of `mutate`."""
     skip_tests: tuple[str, ...] = ()
@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
 
 
 def _selection(requested: list[str]) -> dict[str, list[str]]:
-    """area -> the core modules asked for (empty: the whole area)."""
+    """area -> the modules asked for, as in `core.addresses` (empty: the whole area)."""
     selected: dict[str, list[str]] = {}
     for item in requested:
         name, _, module = item.partition(".")

@@ -236,6 +236,9 @@ class AllocationMachine(RuleBasedStateMachine):
         svc = api.services.get(name)
         if svc is not None and info is not None:
             svc.recorded = tuple(sorted({*plan.keep, *acquired}, key=int))
+            # an IP set by hand that the allocator now records is one entry of
+            # spec.externalIPs, and it is the allocator's: released later, it goes entirely
+            svc.manual = svc.manual - set(svc.recorded)
             book.service_seen(svc.view())
         for ip in plan.release:
             claim = api.claims.get(ip)
