@@ -8,16 +8,15 @@ addresses expire in the kernel within --address-lifetime.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-import pytest_asyncio
 from netns import skip_reason
-from test_controller_support import TIMINGS, Rig, eventually, rig
-
-from eipctl.sandbox.apiserver import ApiServer
+from test_controller_support import (
+    TIMINGS,
+    Rig,
+    eventually,
+    rig_fixture,  # noqa: F401 (the `r` fixture)
+)
 
 pytestmark = [pytest.mark.netns]
 if (_reason := skip_reason()) is not None:
@@ -26,16 +25,6 @@ if (_reason := skip_reason()) is not None:
 NODE_TIMEOUT = 0.5
 LIFETIME = 3.0
 assert TIMINGS["node-timeout"] == "500ms" and TIMINGS["address-lifetime"] == "3s"
-
-
-@pytest_asyncio.fixture
-async def r(apiserver: ApiServer, api_client: Any, tmp_path: Path) -> AsyncIterator[Rig]:
-    async with rig(apiserver, api_client, tmp_path) as made:
-        try:
-            yield made
-        except BaseException:
-            print(made.logs())
-            raise
 
 
 async def test_cut_off_from_the_api_it_fences_then_restores(r: Rig) -> None:

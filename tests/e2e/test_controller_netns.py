@@ -9,31 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-import pytest_asyncio
 from netns import skip_reason
-from test_controller_support import NODE, EchoTraffic, Rig, eventually, neighbour_mac, rig
+from test_controller_support import (
+    NODE,
+    EchoTraffic,
+    Rig,
+    eventually,
+    neighbour_mac,
+    rig_fixture,  # noqa: F401 (the `r` fixture)
+)
 
 from eipctl.kube.client import IPNODES
-from eipctl.sandbox.apiserver import ApiServer
 
 pytestmark = [pytest.mark.netns]
 if (_reason := skip_reason()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
-
-
-@pytest_asyncio.fixture
-async def r(apiserver: ApiServer, api_client: Any, tmp_path: Path) -> AsyncIterator[Rig]:
-    async with rig(apiserver, api_client, tmp_path) as made:
-        try:
-            yield made
-        except BaseException:
-            print(made.logs())
-            raise
 
 
 async def test_claims_follow_placement_on_a_real_link(r: Rig) -> None:

@@ -16,18 +16,18 @@ process starting on a link that holds both kinds of host address.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
-import pytest_asyncio
 from netns import Namespace, TestBed, skip_reason
-from test_controller_support import Rig, eventually, rig
+from test_controller_support import (
+    Rig,
+    eventually,
+    rig_fixture,  # noqa: F401 (the `r` fixture)
+)
 
 from eipctl.net.errors import ForeignAddressError
 from eipctl.net.netlink import NetlinkLinkBackend
-from eipctl.sandbox.apiserver import ApiServer
 
 pytestmark = [pytest.mark.netns]
 if (_reason := skip_reason()) is not None:
@@ -82,16 +82,6 @@ async def test_netlink_never_counts_an_admin_host_address_as_managed(node: Names
     for address in ADMIN_HOSTS:
         line = next((ln for ln in shown.splitlines() if f" {address} " in ln), "")
         assert "valid_lft forever" in line, f"{address} is still the admin's: {shown}"
-
-
-@pytest_asyncio.fixture
-async def r(apiserver: ApiServer, api_client: Any, tmp_path: Path) -> AsyncIterator[Rig]:
-    async with rig(apiserver, api_client, tmp_path) as made:
-        try:
-            yield made
-        except BaseException:
-            print(made.logs())
-            raise
 
 
 async def test_startup_purge_keeps_admin_host_addresses_on_a_real_link(r: Rig) -> None:

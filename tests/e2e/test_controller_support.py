@@ -32,6 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest_asyncio
 import yaml
 from netns import Namespace, TestBed, call_in_netns
 from testbed.processes import Process
@@ -246,3 +247,14 @@ class EchoTraffic:
     def longest_gap(self, since: float, until_: float) -> float:
         times = [since, *(t for t in self.answers if since <= t <= until_), until_]
         return max(b - a for a, b in itertools.pairwise(times))
+
+
+@pytest_asyncio.fixture(name="r")
+async def rig_fixture(apiserver: ApiServer, api_client: Any, tmp_path: Path) -> AsyncIterator[Rig]:
+    """`rig` as a fixture (import it by this name): the rig's logs are shown on failure."""
+    async with rig(apiserver, api_client, tmp_path) as made:
+        try:
+            yield made
+        except BaseException:
+            print(made.logs())
+            raise

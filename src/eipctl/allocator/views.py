@@ -39,9 +39,10 @@ def is_deleting(obj: Mapping[str, Any]) -> bool:
     return bool(meta_of(obj).get("deletionTimestamp"))
 
 
-def _parse_ips(text: str) -> tuple[IPAddress, ...]:
+def _parse_ips(parts: Iterable[str]) -> tuple[IPAddress, ...]:
+    """The parts that are IP addresses (the rest is someone else's malformed entry)."""
     out: list[IPAddress] = []
-    for part in text.split(","):
+    for part in parts:
         try:
             out.append(parse_ip(part.strip()))
         except ValueError:
@@ -51,7 +52,8 @@ def _parse_ips(text: str) -> tuple[IPAddress, ...]:
 
 def recorded_ips(obj: Mapping[str, Any]) -> tuple[IPAddress, ...]:
     """The IPs a Service's allocated-ips annotation records as the allocator's."""
-    return _parse_ips((meta_of(obj).get("annotations") or {}).get(ANNOTATION_ALLOCATED_IPS, ""))
+    text = (meta_of(obj).get("annotations") or {}).get(ANNOTATION_ALLOCATED_IPS, "")
+    return _parse_ips(text.split(","))
 
 
 def used_ips(obj: Mapping[str, Any]) -> tuple[IPAddress, ...]:
@@ -60,7 +62,7 @@ def used_ips(obj: Mapping[str, Any]) -> tuple[IPAddress, ...]:
     ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or ()
     texts = [str(ip) for ip in spec.get("externalIPs") or ()]
     texts += [str(e.get("ip")) for e in ingress if isinstance(e, Mapping) and e.get("ip")]
-    return tuple(dict.fromkeys(_parse_ips(",".join(texts))))
+    return tuple(dict.fromkeys(_parse_ips(texts)))
 
 
 def _ports(spec: Mapping[str, Any]) -> frozenset[tuple[str, int]]:
