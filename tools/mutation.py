@@ -123,6 +123,12 @@ settings.load_profile("mutation")
 '''
 
 
+def _mutmut() -> str:
+    """mutmut beside this interpreter (a venv run without activating it), else on PATH."""
+    beside = Path(sys.executable).parent / "mutmut"
+    return str(beside) if beside.exists() else shutil.which("mutmut") or "mutmut"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("areas", nargs="*", help="area or area.module (default: all areas)")
@@ -228,17 +234,18 @@ def _run(name: str, area: Area, modules: list[str], jobs: int) -> int:
     listed = work / "tests.txt"
     same_tests = listed.is_file() and listed.read_text().split() == _tests(area)
     _prepare(name, area)
-    listed.write_text("\n".join(_tests(area)) + "\n")
+    listed.unlink(missing_ok=True)  # written back once mutmut has run with this list
     named = _filters(area, modules)
     runs = [named, survivors] if survivors and same_tests and not named else [named]
     for names in runs:
-        cmd = [shutil.which("mutmut") or "mutmut", "run", "--max-children", str(jobs), *names]
+        cmd = [_mutmut(), "run", "--max-children", str(jobs), *names]
         shown = " ".join(cmd[1:4]) + (f" + {len(names)} names" if names else "")
         print(f"=== mutation: {name} ({shown}) in {work.relative_to(ROOT)}", flush=True)
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         code = subprocess.run(cmd, cwd=work, env=env, check=False).returncode
         if code != 0:
             return code
+    listed.write_text("\n".join(_tests(area)) + "\n")
     return 0
 
 
