@@ -57,9 +57,12 @@ class HarnessError(RuntimeError):
 
 
 class Soak:
-    def __init__(self, bed: LocalBed, rng: random.Random, services: int) -> None:
+    def __init__(
+        self, bed: LocalBed, rng: random.Random, services: int, faults: list[str] | None = None
+    ) -> None:
         self.bed = bed
         self.rng = rng
+        self.kinds = faults or FAULTS
         self.target_services = services
         self.faults: collections.Counter[str] = collections.Counter()
         self.ip_of: dict[str, str] = {}  # Service -> the IP it was given
@@ -87,7 +90,7 @@ class Soak:
 
     def fault(self, number: int, count: int) -> str:
         bed, rng = self.bed, self.rng
-        kind = rng.choice(FAULTS)
+        kind = rng.choice(self.kinds)
         node = rng.choice(bed.live_nodes) if bed.live_nodes else None
         pause = rng.uniform(0.3, 3.0)
         with self.step(f"fault {number} of {count} ({kind}, node {node})"):
@@ -196,6 +199,19 @@ class Soak:
                 lost.append(f"{ip} ({name}) ARP answered by {sorted(macs)}, not {node}")
         return dup, lost
 
+    def neighbour_report(self) -> list[str]:
+        """What the client's neighbour table says about each IP: the MAC (and whose it is)
+        the client's own packets go to, and the entry's state."""
+        network = self.bed.network
+        lines = []
+        for name, ip in sorted(self.ip_of.items()):
+            entry = network.client_neighbour(ip) if ip else None
+            if entry is None:
+                continue
+            owner = network.node_by_mac(entry[0])
+            lines.append(f"{ip} ({name}) -> {entry[0]} ({owner.name if owner else '?'}) {entry[1]}")
+        return lines
+
     def settle_and_check(self, timeout: float) -> None:
         started = time.monotonic()
         last: tuple[list[str], list[str]] = ([], [])
@@ -212,6 +228,8 @@ class Soak:
             self.lost += last[1]
             for line in last[0] + last[1]:
                 print(f"    PROBLEM: {line}", flush=True)
+            for line in self.neighbour_report():
+                print(f"    CLIENT NEIGHBOUR: {line}", flush=True)
         self.settle_times.append(time.monotonic() - started)
         for svc in self.bed.kube.services():
             name = svc["metadata"]["name"]
@@ -230,7 +248,16 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--services", type=int, default=8)
     parser.add_argument("--settle-timeout", type=float, default=30.0)
+    parser.add_argument(
+        "--faults",
+        type=lambda text: text.split(","),
+        default=FAULTS,
+        help="comma-separated fault kinds to draw from (default: all: " + ",".join(FAULTS) + ")",
+    )
     args = parser.parse_args()
+    unknown = sorted(set(args.faults) - set(FAULTS))
+    if unknown:
+        parser.error(f"unknown fault kinds {unknown}; known: {', '.join(FAULTS)}")
     skip_unless_root("soak")
     install_signal_handlers()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -238,7 +265,7 @@ def main() -> int:
     print(f"machine: {machine()}\nseed: {seed}", flush=True)
     started = time.monotonic()
     with LocalBed(BedOptions(nodes=args.nodes)) as bed:
-        soak = Soak(bed, rng, args.services)
+        soak = Soak(bed, rng, args.services, args.faults)
         try:
             run(soak, args, started)
         except HarnessError as exc:
@@ -259,7 +286,7 @@ def run(soak: Soak, args: argparse.Namespace, started: float) -> None:
         soak.settle_and_check(args.settle_timeout)
     while soak.iteration < args.iterations and time.monotonic() - started < args.time_limit:
         soak.iteration += 1
-        began = time.monotonic()
+        began, wall = time.monotonic(), time.strftime("%H:%M:%S")
         with soak.step("starting the ARP watch"):
             watch = bed.client.start_arp_watch([ip for ip in soak.ip_of.values() if ip])
         try:
@@ -277,7 +304,7 @@ def run(soak: Soak, args: argparse.Namespace, started: float) -> None:
             soak.settle_and_check(args.settle_timeout)
         soak.iteration_times.append(time.monotonic() - began)
         print(
-            f"  iteration {soak.iteration:3d}: {', '.join(kinds):45s} "
+            f"  iteration {soak.iteration:3d} at {wall}: {', '.join(kinds):45s} "
             f"services={len(soak.ip_of):2d} settled in {soak.settle_times[-1]:.1f}s, "
             f"took {soak.iteration_times[-1]:.1f}s"
             + (f", two MACs for {worst_now[0]:.2f}s" if worst_now[0] else ""),
