@@ -8,7 +8,8 @@ next pass. Order inside a pass:
 1. remove managed addresses no longer placed here (or all of them while fenced), except
    those still waiting for their new node to bind them (`handover`);
 2. renew the lifetime of addresses already on the link (no probe, no announcement: a
-   restart never touches a working address);
+   restart never touches a working address), except that a claim placed here again while
+   its handover still kept the address is announced: the other node may have announced it;
 3. add the missing ones concurrently: probe, apply the take-over rule, add, announce in the
    background (`announcements`), then report Bound;
 4. remove what was replaced by an add on another link (a claim that changed links);
@@ -260,7 +261,14 @@ class LinkReconciler:
 
     async def _renew(self, placed: PlacedClaim, claim: IpClaim) -> None:
         if await self._put(placed.address, claim, "renew"):
-            self._held.add(placed.address)
+            addr = placed.address
+            if self._first_seen.get(claim.name) is not None and addr in self._held:
+                # Placed here again while a handover still kept the address: the claim went
+                # to another node and came back. That node may have announced it, so
+                # clients would keep its MAC until their neighbour entry goes stale.
+                log.info("address.reannounced", claim=claim.name, address=str(addr))
+                self._announcements.start(addr.link, addr.ip, claim.name)
+            self._held.add(addr)
             if claim.name in self._first_seen:
                 self._first_seen[claim.name] = None  # already on the link when first seen
             self._status.bound(claim)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from typing import Any
 
@@ -26,6 +27,9 @@ class Claims:
 
     def objects(self) -> list[Obj]:
         return self.items
+
+    async def lookup(self, name: str) -> Obj | None:
+        return next((o for o in self.items if o["metadata"]["name"] == name), None)
 
     def place(self, ip: str, *, name: str | None = None, **spec: Any) -> None:
         self.items.append(
@@ -88,6 +92,7 @@ class Harness:
             status=StatusReporter(self.writer, self.events, NODE),
             announcer=self.announce,
             prober=self.probe,
+            claim_lookup=self.claims.lookup,
         )
 
     async def announce(self, link: str, ip: Any, /) -> int:
@@ -118,6 +123,27 @@ async def test_adds_with_whole_second_lifetime_and_reports(h: Harness) -> None:
     assert all(lft is not None and 2.5 < lft <= 3 for lft in got.values())  # ceil(2.5) = 3
     await h.reconciler.close()
     assert h.probed == ["203.0.113.7", "2001:db8::7"]
+
+
+async def test_a_claim_back_before_its_handover_ended_is_announced_again(h: Harness) -> None:
+    """The claim moved to node-b (which announced it, but never bound it: cut off from the
+    API) and came back here while the handover still kept the address: clients may hold
+    node-b's MAC now, so this node announces again. A plain renewal does not."""
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    await h.reconciler.reconcile()
+    assert h.announced == ["203.0.113.7"]
+    claim = h.claims.items[0]
+    claim["spec"]["nodeName"] = "node-b"
+    await h.reconciler.reconcile()  # waiting for node-b to bind it: kept, not announced
+    assert "203.0.113.7/32" in await h.managed()
+    claim["spec"]["nodeName"] = NODE
+    await h.reconciler.reconcile()
+    await h.reconciler.reconcile()
+    await asyncio.sleep(0)  # the announcement runs in the background
+    await h.reconciler.close()
+    assert h.announced == ["203.0.113.7", "203.0.113.7"]
+    assert h.probed == ["203.0.113.7"]  # renewed in place: no probe, no remove-then-add
 
 
 async def test_not_synced_never_purges(h: Harness) -> None:
