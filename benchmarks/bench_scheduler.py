@@ -32,8 +32,8 @@ from typing import Any
 
 import uvloop
 
-from eipctl.config import SchedulerSettings
 from eipctl.core.naming import claim_name_for
+from eipctl.runtime.config import SchedulerSettings
 from eipctl.sandbox.apiserver import ApiServer
 
 GROUP = "eipctl.io"

@@ -19,9 +19,9 @@ from test_allocator_support import (
 )
 
 from eipctl.allocator.process import run
-from eipctl.health import Health
 from eipctl.kube.client import LEASES, KubeApi
 from eipctl.kube.errors import NotFound
+from eipctl.runtime.health import Health
 
 SERVICES_N = 500
 

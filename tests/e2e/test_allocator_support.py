@@ -14,11 +14,11 @@ from typing import Any
 
 import polling
 from eipctl.allocator.process import run
-from eipctl.cli.values import parse_bind_address
-from eipctl.config import AllocatorSettings
-from eipctl.health import Health
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, SERVICES, KubeApi, Obj
 from eipctl.kube.errors import AlreadyExists, NotFound
+from eipctl.runtime.config import AllocatorSettings
+from eipctl.runtime.health import Health
+from eipctl.runtime.values import parse_bind_address
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "deploy" / "crds"

@@ -22,9 +22,9 @@ from story_sandbox import kubectl_binary
 
 from eipctl import __version__
 from eipctl.cli.main import build_settings
-from eipctl.cli.settings import flag_specs, load_config_file
-from eipctl.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
+from eipctl.runtime.settings import flag_specs, load_config_file
 from eipctl.sandbox.apiserver import ApiServer
 
 pytestmark = pytest.mark.kubectl

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from eipctl.config import LeaderSettings
 from eipctl.kube.client import LEASES, KubeApi, connect
 from eipctl.kube.leader import LeaderElectionConfig, LeaderElector
+from eipctl.runtime.config import LeaderSettings
 from eipctl.sandbox.apiserver import ApiServer
 
 SLACK = 0.25  # HTTP round trips and scheduling on a loaded CI box

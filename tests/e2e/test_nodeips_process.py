@@ -16,10 +16,10 @@ from test_nodeips_support import (
     settings,
 )
 
-from eipctl.health import Health
 from eipctl.kube.client import LEASES, KubeApi
 from eipctl.kube.errors import NotFound
 from eipctl.nodeips.process import LEASE_NAME, run
+from eipctl.runtime.health import Health
 
 
 class Replica:

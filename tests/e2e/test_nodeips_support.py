@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import polling
-from eipctl.cli.values import parse_bind_address
 from eipctl.cloud.provider import AddressProvider
 from eipctl.core.naming import (
     ANNOTATION_SLOT,
@@ -38,6 +37,7 @@ from eipctl.kube.client import (
 from eipctl.kube.errors import Conflict, NotFound
 from eipctl.nodeips.process import PODS, NodeIps
 from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.values import parse_bind_address
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "deploy" / "crds"

@@ -24,11 +24,8 @@ import pytest_asyncio
 import yaml
 
 from eipctl.allocator.process import run as run_allocator
-from eipctl.cli.values import parse_bind_address
-from eipctl.config import AllocatorSettings, SchedulerSettings
 from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.core.naming import LABEL_AUTO_ASSIGN, LABEL_EXTERNAL_IP, claim_name_for
-from eipctl.health import Health
 from eipctl.kube.client import (
     EVENTS,
     IPCLAIMPOOLS,
@@ -45,6 +42,9 @@ from eipctl.kube.errors import Forbidden, Invalid, NotFound
 from eipctl.net.memory import MemoryLinkBackend, Segment
 from eipctl.nodeips.process import run as run_nodeips
 from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.config import AllocatorSettings, SchedulerSettings
+from eipctl.runtime.health import Health
+from eipctl.runtime.values import parse_bind_address
 from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.process import run as run_scheduler
 

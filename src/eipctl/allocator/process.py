@@ -19,9 +19,7 @@ from eipctl.allocator import metrics
 from eipctl.allocator.pools import PoolReconciler
 from eipctl.allocator.services import ServiceReconciler
 from eipctl.allocator.state import Caches, Term
-from eipctl.config import AllocatorSettings
 from eipctl.core.allocation import AllocationBook
-from eipctl.health import Health
 from eipctl.kube.client import (
     IPCLAIMPOOLS,
     IPCLAIMS,
@@ -37,6 +35,8 @@ from eipctl.kube.leader import LeaderElector
 from eipctl.kube.metrics import LEADER
 from eipctl.kube.workqueue import DONE, Result, WorkQueue, run_workers
 from eipctl.kube.writer import SerializedWriter
+from eipctl.runtime.config import AllocatorSettings
+from eipctl.runtime.health import Health
 
 log = structlog.get_logger(__name__)
 

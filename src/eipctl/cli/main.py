@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from eipctl import __version__
-from eipctl.cli.settings import (
+from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.config import (
+    AllocatorSettings,
+    ControllerSettings,
+    SandboxSettings,
+    SchedulerSettings,
+)
+from eipctl.runtime.settings import (
     FlagSpec,
     SettingsError,
     add_flags,
@@ -20,14 +27,7 @@ from eipctl.cli.settings import (
     resolve,
     usage_error,
 )
-from eipctl.cli.values import parse_bool
-from eipctl.config import (
-    AllocatorSettings,
-    ControllerSettings,
-    SandboxSettings,
-    SchedulerSettings,
-)
-from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.values import parse_bool
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = build_settings(command.settings, args, command.name)
     except SettingsError as exc:
         return usage_error(args.command, str(exc))
-    from eipctl.cli.runner import run_process
+    from eipctl.runtime.runner import run_process
 
     module_name, _, func_name = command.module.partition(":")
     process_main = getattr(importlib.import_module(module_name), func_name)

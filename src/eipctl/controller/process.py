@@ -10,13 +10,13 @@ import contextlib
 
 import structlog
 
-from eipctl.config import ControllerSettings
-from eipctl.health import Health
 from eipctl.kube.client import KubeApi, connect
 from eipctl.net.announce import announce
 from eipctl.net.link import Announcer, Conflict, IPAddress, Prober
 from eipctl.net.netlink import NetlinkLinkBackend
 from eipctl.net.probe import probe
+from eipctl.runtime.config import ControllerSettings
+from eipctl.runtime.health import Health
 
 from .node import NodeController, NodeSettings
 

@@ -18,7 +18,6 @@ import structlog
 from eipctl.cloud.provider import AddressProvider
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.naming import LABEL_EXTERNAL_IP
-from eipctl.health import Health
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, NODES, KubeApi, ResourceRef, connect
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import Informer, ListWatchApi
@@ -28,6 +27,7 @@ from eipctl.kube.writer import SerializedWriter
 from eipctl.nodeips import views as v
 from eipctl.nodeips.reconciler import NodeReconciler
 from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.health import Health
 
 log = structlog.get_logger(__name__)
 

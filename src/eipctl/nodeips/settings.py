@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eipctl.cli.settings import setting
-from eipctl.cli.values import int_range, parse_bool, parse_duration, parse_text, positive_duration
-from eipctl.config import CommonSettings, LeaderSettings
+from eipctl.runtime.config import CommonSettings, LeaderSettings
+from eipctl.runtime.settings import setting
+from eipctl.runtime.values import (
+    int_range,
+    parse_bool,
+    parse_duration,
+    parse_text,
+    positive_duration,
+)
 
 
 @dataclass(frozen=True)

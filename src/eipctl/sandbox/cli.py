@@ -21,8 +21,8 @@ from typing import TextIO
 
 import structlog
 
-from eipctl.config import SandboxSettings
-from eipctl.logsetup import configure_logging
+from eipctl.runtime.config import SandboxSettings
+from eipctl.runtime.logsetup import configure_logging
 from eipctl.sandbox.boot import check_pool_cidr
 from eipctl.sandbox.control import ControlError, request
 from eipctl.sandbox.keys import KeyReader

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import structlog
 
-from eipctl.config import ControllerSettings
 from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.controller.process import node_settings
 from eipctl.kube.client import KubeApi, connect
 from eipctl.net.link import IPAddress, parse_ip
 from eipctl.net.memory import MemoryLinkBackend, Segment
+from eipctl.runtime.config import ControllerSettings
 
 log = structlog.get_logger(__name__)
 

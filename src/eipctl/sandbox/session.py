@@ -18,9 +18,9 @@ from typing import TextIO
 
 import structlog
 
-from eipctl.config import SandboxSettings
 from eipctl.kube.client import IPCLAIMS, IPNODES, SERVICES, KubeApi, connect
 from eipctl.kube.errors import ApiError
+from eipctl.runtime.config import SandboxSettings
 from eipctl.sandbox.apiserver import ApiServer
 from eipctl.sandbox.boot import NODE_PREFIX, node_names, seed
 from eipctl.sandbox.children import Child, Children, component_argv

@@ -19,11 +19,9 @@ from typing import Any
 
 import structlog
 
-from eipctl.config import SchedulerSettings
 from eipctl.core.fields import Obj, labels_of, name_of
 from eipctl.core.liveness import Liveness
 from eipctl.core.placement import Policy
-from eipctl.health import Health
 from eipctl.kube.client import (
     IPCLAIMPOOLS,
     IPCLAIMS,
@@ -39,6 +37,8 @@ from eipctl.kube.leader import LeaderElector
 from eipctl.kube.metrics import LEADER
 from eipctl.kube.workqueue import DONE, Result, WorkQueue, requeue_after, run_workers
 from eipctl.kube.writer import SerializedWriter
+from eipctl.runtime.config import SchedulerSettings
+from eipctl.runtime.health import Health
 from eipctl.scheduler import claims as c
 from eipctl.scheduler import metrics
 from eipctl.scheduler.metrics import KNOWN_NODES, LIVE_NODES, NODE_HEARTBEAT_AGE

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from eipctl.cli.main import build_parser, build_settings, main
-from eipctl.cli.settings import SettingsError
-from eipctl.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
+from eipctl.runtime.settings import SettingsError
 
 SETTINGS: dict[str, type] = {
     "scheduler": SchedulerSettings,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from eipctl.cli.main import build_parser, build_settings, main
-from eipctl.cli.settings import SettingsError
-from eipctl.config import ControllerSettings, SchedulerSettings
+from eipctl.runtime.config import ControllerSettings, SchedulerSettings
+from eipctl.runtime.settings import SettingsError
 
 
 def settings_for(argv: list[str], monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> object:

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from eipctl.config import LeaderSettings
 from eipctl.kube.client import LEASES, Obj
 from eipctl.kube.leader import LeaderElectionConfig, LeaderElector
+from eipctl.runtime.config import LeaderSettings
 from polling import eventually
 
 from .kube_fakes import FakeApi

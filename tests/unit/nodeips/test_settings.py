@@ -7,8 +7,8 @@ import argparse
 import pytest
 
 from eipctl.cli.main import build_settings
-from eipctl.cli.settings import SettingsError, add_flags, flag_specs
 from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.settings import SettingsError, add_flags, flag_specs
 
 
 def parse(*argv: str) -> NodeIpsSettings:

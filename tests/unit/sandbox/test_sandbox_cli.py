@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from eipctl.cli.main import main as eipctl_main
-from eipctl.config import SandboxSettings
+from eipctl.runtime.config import SandboxSettings
 from eipctl.sandbox import cli
 from eipctl.sandbox.netns import write_node_kubeconfig
 

@@ -6,7 +6,7 @@ import asyncio
 import io
 from pathlib import Path
 
-from eipctl.config import SandboxSettings
+from eipctl.runtime.config import SandboxSettings
 from eipctl.sandbox.control import request
 from eipctl.sandbox.session import Sandbox
 

@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from eipctl.config import SchedulerSettings
 from eipctl.core.naming import GROUP, claim_name_for
 from eipctl.kube.client import IPCLAIMS, KubeApi, connect
 from eipctl.kube.informer import Informer
+from eipctl.runtime.config import SchedulerSettings
 from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.process import Scheduler
 from polling import eventually

@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from eipctl.cli.settings import usage_error
-from eipctl.config import CommonSettings
-from eipctl.health import BindError, Health
 from eipctl.kube.errors import KubeConfigError
-from eipctl.logsetup import configure_logging
+from eipctl.runtime.config import CommonSettings
+from eipctl.runtime.health import BindError, Health
+from eipctl.runtime.logsetup import configure_logging
+from eipctl.runtime.settings import usage_error
 
 log = structlog.get_logger(__name__)
 

@@ -1,8 +1,8 @@
 import aiohttp
 from prometheus_client import CollectorRegistry, Counter
 
-from eipctl.cli.values import BindAddress
-from eipctl.health import Health
+from eipctl.runtime.health import Health
+from eipctl.runtime.values import BindAddress
 
 
 async def test_probes_and_metrics_share_one_port() -> None:

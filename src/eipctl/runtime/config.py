@@ -1,4 +1,4 @@
-"""Typed settings of each eipctl process; every field is a flag (see `cli/settings.py`).
+"""Typed settings of each eipctl process; every field is a flag (see `runtime/settings.py`).
 
 The failover-related defaults are chosen together; docs/failover-tuning.md has the arithmetic:
 heartbeat 200 ms, node timeout 750 ms, scheduler Lease 1 s / renew deadline 0.8 s / retry 0.2 s,
@@ -11,8 +11,9 @@ import os
 import socket
 from dataclasses import dataclass
 
-from eipctl.cli.settings import setting
-from eipctl.cli.values import (
+from eipctl.kube.leader import LeaderElectionConfig
+from eipctl.runtime.settings import setting
+from eipctl.runtime.values import (
     BindAddress,
     int_range,
     one_of,
@@ -23,7 +24,6 @@ from eipctl.cli.values import (
     positive_duration,
     readable_file,
 )
-from eipctl.kube.leader import LeaderElectionConfig
 
 POLICIES = ("spread", "single", "all")
 

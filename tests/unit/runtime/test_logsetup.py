@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from eipctl.logsetup import configure_logging
+from eipctl.runtime.logsetup import configure_logging
 
 
 @pytest.fixture(autouse=True)

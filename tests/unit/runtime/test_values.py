@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eipctl.cli.values import (
+from eipctl.runtime.values import (
     BindAddress,
     int_range,
     one_of,

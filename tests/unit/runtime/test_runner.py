@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from eipctl.cli import runner
-from eipctl.cli.values import BindAddress
-from eipctl.config import CommonSettings
-from eipctl.health import Health
+from eipctl.runtime import runner
+from eipctl.runtime.config import CommonSettings
+from eipctl.runtime.health import Health
+from eipctl.runtime.values import BindAddress
 
 OFF = BindAddress("", 0, enabled=False)
 

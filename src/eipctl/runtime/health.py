@@ -18,8 +18,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from eipctl.cli.values import BindAddress
 from eipctl.metrics import REGISTRY
+from eipctl.runtime.values import BindAddress
 
 log = structlog.get_logger(__name__)
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from eipctl.cli.values import parse_bool, parse_duration, positive_duration
-from eipctl.logsetup import DroppingStream
+from eipctl.runtime.logsetup import DroppingStream
+from eipctl.runtime.values import parse_bool, parse_duration, positive_duration
 
 ENV_PREFIX = "EIPCTL_"
 
