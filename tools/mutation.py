@@ -64,8 +64,8 @@ AREAS: dict[str, Area] = {
         skip_tests=("tests/unit/test_metrics_catalogue.py",),
     ),
     "writer": Area(
-        "kube/writer.py: conflict re-apply, ambiguous creates, write ids",
-        mutate=("src/eipctl/kube/writer.py",),
+        "kube/writer.py and write_ids.py: conflict re-apply, ambiguous creates, write ids",
+        mutate=("src/eipctl/kube/writer.py", "src/eipctl/kube/write_ids.py"),
         # + the reservation stories: in-process (the allocator runs in the test's loop), 3 s
         tests=("tests/unit/kube/test_writer*.py", "tests/e2e/test_allocator_reservation.py"),
     ),

@@ -6,10 +6,8 @@ with that copy's resourceVersion; on 409 Conflict we re-read and re-apply, so no
 change is lost. Mutations queued behind one another on a lane are folded into one write.
 
 Ambiguous failures (5xx, 429, transport errors after the request may have been applied)
-could make a blind retry apply a mutation twice. Each main-object write therefore carries a
-fresh ``eipctl.io/write-id`` annotation; after such a failure we re-read, and if the object
-carries our id the write landed. Status writes cannot carry annotations, so for them "landed"
-means the server's status equals the status we sent.
+could make a blind retry apply a mutation twice: after one, the writer re-reads and asks
+`write_ids.landed` whether the write it sent is already there.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import asyncio
 import copy
 import functools
 import random
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,10 +27,9 @@ from eipctl.core.fields import Mutation
 from eipctl.kube.client import Obj, ResourceRef, Subresource
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, is_retryable
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES, WRITER_WRITES
+from eipctl.kube.write_ids import landed, stamp
 
 log = structlog.get_logger(__name__)
-
-WRITE_ID = "eipctl.io/write-id"
 
 
 class ObjectApi(Protocol):
@@ -311,8 +307,8 @@ class SerializedWriter:
         conflicts = attempts = 0
         unsure: list[tuple[Obj, str]] = []  # writes whose fate an error left unknown
         while True:
-            landed = next((s for s, wid in unsure if _landed(base, s, sub, wid)), None)
-            if landed is not None:
+            done = next((s for s, wid in unsure if landed(base, s, sub, wid)), None)
+            if done is not None:
                 stored = base
                 break
             obj = copy.deepcopy(base)
@@ -327,11 +323,7 @@ class SerializedWriter:
             if obj == base or not batch:
                 lane.memo = base
                 return base
-            write_id = ""
-            if sub is None and self.settings.stamp_writes:
-                write_id = uuid.uuid4().hex
-                meta = obj.setdefault("metadata", {})
-                meta["annotations"] = {**(meta.get("annotations") or {}), WRITE_ID: write_id}
+            write_id = stamp(obj) if sub is None and self.settings.stamp_writes else ""
             try:
                 stored = await self._call(functools.partial(self.api.replace, ref, obj, sub))
                 break
@@ -355,9 +347,7 @@ class SerializedWriter:
     async def _create(self, ref: ResourceRef, body: Obj) -> Obj:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
-        write_id = uuid.uuid4().hex if self.settings.stamp_writes else ""
-        if write_id:
-            meta["annotations"] = {**(meta.get("annotations") or {}), WRITE_ID: write_id}
+        write_id = stamp(obj) if self.settings.stamp_writes else ""
         ambiguous = False
         attempts = 0
         while True:
@@ -369,7 +359,7 @@ class SerializedWriter:
                 if ambiguous and write_id:
                     ns = meta.get("namespace") if ref.namespaced else None
                     current: Obj = await self._reread((ref, ns, meta["name"]))
-                    if _landed(current, obj, None, write_id):
+                    if landed(current, obj, None, write_id):
                         WRITER_WRITES.labels(ref.plural, "create").inc()
                         return current
                 raise
@@ -387,15 +377,6 @@ class SerializedWriter:
             return False
         WRITER_WRITES.labels(ref.plural, "delete").inc()
         return True
-
-
-def _landed(current: Obj, sent: Obj, sub: Subresource, write_id: str) -> bool:
-    if write_id:
-        annotations = (current.get("metadata") or {}).get("annotations") or {}
-        return bool(annotations.get(WRITE_ID) == write_id)
-    if sub == "status":
-        return bool(current.get("status") == sent.get("status"))
-    return False
 
 
 def _fut() -> asyncio.Future[Any]:

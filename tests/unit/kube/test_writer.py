@@ -11,7 +11,8 @@ import pytest
 from eipctl.kube.client import IPCLAIMS, Obj
 from eipctl.kube.errors import AlreadyExists, ApiError, Invalid, NotFound, ServerError, error_for
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES
-from eipctl.kube.writer import WRITE_ID, SerializedWriter, WriterSettings
+from eipctl.kube.write_ids import WRITE_ID
+from eipctl.kube.writer import SerializedWriter, WriterSettings
 
 from .kube_fakes import FakeApi
 

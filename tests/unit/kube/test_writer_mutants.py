@@ -21,7 +21,8 @@ from eipctl.kube import writer as writer_module
 from eipctl.kube.client import IPCLAIMS, SERVICES, Obj, ResourceRef, object_key
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, ServerError, error_for
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES, WRITER_WRITES
-from eipctl.kube.writer import WRITE_ID, SerializedWriter, WriterSettings
+from eipctl.kube.write_ids import WRITE_ID
+from eipctl.kube.writer import SerializedWriter, WriterSettings
 
 from .kube_fakes import FakeApi
 

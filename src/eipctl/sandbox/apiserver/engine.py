@@ -371,13 +371,8 @@ class Engine:
         )
         since: int | None = None
         if resource_version in ("", "0") or initial_events:
-            for obj in self.list_objects(rt, namespace, predicate):
-                if render is not None:
-                    w.push(render("ADDED", obj))
-                else:
-                    w.push(Event(0, "ADDED", rt.key, obj).line("ADDED", rt.group_version))
-            if initial_events:
-                w.bookmark(self.revision, initial_events_end=True)
+            objects = self.list_objects(rt, namespace, predicate)
+            w.start_with(objects, self.revision if initial_events else None)
         else:
             try:
                 since = int(resource_version)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,17 @@ class Watcher:
         self.wake = asyncio.Event()
         self.closed = False
         self.overflowed = False
+
+    def start_with(self, objects: Iterable[dict[str, Any]], end: int | None) -> None:
+        """Begin with the current state: one ADDED per object, then (sendInitialEvents) the
+        BOOKMARK at revision `end` that says the initial state is complete."""
+        for obj in objects:
+            if self.render is not None:
+                self.push(self.render("ADDED", obj))
+            else:
+                self.push(Event(0, "ADDED", self.key, obj).line("ADDED", self.api_version))
+        if end is not None:
+            self.bookmark(end, initial_events_end=True)
 
     def _in_scope(self, obj: dict[str, Any] | None) -> bool:
         if obj is None:

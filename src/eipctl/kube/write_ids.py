@@ -1,0 +1,34 @@
+"""Did a write land? The writer's answer after an ambiguous failure.
+
+A 5xx, a 429 or a transport error after the request was sent leaves a write's fate unknown:
+it may have been applied. Each main-object write therefore carries a fresh
+``eipctl.io/write-id`` annotation, and a re-read that shows our id means it landed. Status
+writes cannot carry annotations (the status subresource ignores metadata), so for them
+"landed" means the server's status equals the status we sent.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from eipctl.kube.client import Obj, Subresource
+
+WRITE_ID = "eipctl.io/write-id"
+
+
+def stamp(obj: Obj) -> str:
+    """Put a fresh write id on `obj` (in place, keeping its other annotations); return it."""
+    write_id = uuid.uuid4().hex
+    meta = obj.setdefault("metadata", {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), WRITE_ID: write_id}
+    return write_id
+
+
+def landed(current: Obj, sent: Obj, sub: Subresource, write_id: str) -> bool:
+    """Whether `current` (a fresh read) shows that the write of `sent` was applied."""
+    if write_id:
+        annotations = (current.get("metadata") or {}).get("annotations") or {}
+        return bool(annotations.get(WRITE_ID) == write_id)
+    if sub == "status":
+        return bool(current.get("status") == sent.get("status"))
+    return False
