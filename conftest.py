@@ -1,7 +1,8 @@
 """Per-test timeouts (pytest-timeout), made to work for asyncio code. See docs/testing.md.
 
-Defaults: `timeout = 60` in pyproject.toml for every test; tests under tests/e2e get
-`E2E_TIMEOUT` instead, unless the test carries its own `@pytest.mark.timeout(N)` or the run
+Defaults: `timeout = 60` in pyproject.toml for every test; tests under tests/e2e and
+tests/integration (stories, with their own `eventually(...)` deadlines) get `E2E_TIMEOUT`
+instead, unless the test carries its own `@pytest.mark.timeout(N)` or the run
 gives `--timeout` (or PYTEST_TIMEOUT), which always win.
 
 Why more than pytest-timeout's `signal` method: SIGALRM raises `Failed` in whatever code is
@@ -28,8 +29,12 @@ from typing import Any
 import pytest
 
 E2E_TIMEOUT = 180.0
-"""Default for tests/e2e: the slowest takes ~35 s on a busy 2-core machine, and their own
-`eventually(...)` deadlines (up to 60 + 90 s) must be able to fail with their message first."""
+"""Default for tests/e2e and tests/integration: the slowest takes ~35 s on a busy 2-core
+machine, and their own `eventually(...)` deadlines (up to 60 + 90 s) must be able to fail with
+their message first."""
+
+STORY_TIERS = ("e2e", "integration")
+"""The test folders whose tests get `E2E_TIMEOUT` (docs/testing.md, the suites)."""
 
 REFIRE = 10.0
 """After a timeout, seconds between further alarms while the test still runs."""
@@ -43,9 +48,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     if config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT"):
         return  # an explicit timeout for this run wins over the per-suite default
-    e2e = config.rootpath / "tests" / "e2e"
+    stories = [config.rootpath / "tests" / tier for tier in STORY_TIERS]
     for item in items:
-        if item.get_closest_marker("timeout") is None and Path(item.path).is_relative_to(e2e):
+        path = Path(item.path)
+        if item.get_closest_marker("timeout") is None and any(map(path.is_relative_to, stories)):
             item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
 
 

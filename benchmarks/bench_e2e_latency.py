@@ -10,14 +10,10 @@ Run as root: python benchmarks/bench_e2e_latency.py [--trials 30]
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
-
-from testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
-from testbed.figures import machine, skip_unless_root, summary
+from eipctl.sandbox.testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
+from figures import machine, skip_unless_root, summary
 
 
 def trial(bed: LocalBed, name: str) -> tuple[float, float]:

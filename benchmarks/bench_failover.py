@@ -11,15 +11,11 @@ Run as root: python benchmarks/bench_failover.py [--trials 20] [--leader-trials 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
-
-from testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
-from testbed.checks import bound, wait_bound
-from testbed.figures import machine, skip_unless_root, summary
+from eipctl.sandbox.testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
+from eipctl.sandbox.testbed.checks import bound, wait_bound
+from figures import machine, skip_unless_root, summary
 
 
 def node_failover(bed: LocalBed, trials: int) -> tuple[list[float], list[float]]:

@@ -27,16 +27,12 @@ import collections
 import contextlib
 import random
 import statistics
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
-
-from testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
-from testbed.checks import bound, ips_held_twice
-from testbed.figures import machine, percentile, skip_unless_root
+from eipctl.sandbox.testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
+from eipctl.sandbox.testbed.checks import bound, ips_held_twice
+from figures import machine, percentile, skip_unless_root
 
 FAULTS = [
     "controller-sigkill",

@@ -67,7 +67,7 @@ AREAS: dict[str, Area] = {
         "kube/writer.py and write_ids.py: conflict re-apply, ambiguous creates, write ids",
         mutate=("src/eipctl/kube/writer.py", "src/eipctl/kube/write_ids.py"),
         # + the reservation stories: in-process (the allocator runs in the test's loop), 3 s
-        tests=("tests/unit/kube/test_writer*.py", "tests/e2e/test_allocator_reservation.py"),
+        tests=("tests/unit/kube/test_writer*.py", "tests/integration/test_allocator_reservation.py"),
     ),
     "leader": Area(
         "kube/leader.py: the elector, renew deadline, stepping down",
@@ -90,7 +90,7 @@ AREAS: dict[str, Area] = {
     "reservation": Area(
         "the allocator's claim-first reservation (ServiceReconciler._acquire)",
         mutate=("src/eipctl/allocator/services.py",),
-        tests=("tests/unit/allocator/test_*.py", "tests/e2e/test_allocator_reservation.py"),
+        tests=("tests/unit/allocator/test_*.py", "tests/integration/test_allocator_reservation.py"),
         # reads services.py's source for the problem reasons: a mutated copy fails it
         skip_tests=("tests/unit/allocator/test_metrics.py",),
         functions=(

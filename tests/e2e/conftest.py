@@ -9,19 +9,13 @@ the tail of every process log is attached to its report.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Generator, Iterator
-from pathlib import Path
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
-from netns import skip_reason
-from testbed import BedOptions, LocalBed, RemoteCluster
 
-from eipctl.kube.client import KubeApi, connect
-from eipctl.sandbox.apiserver import ApiServer
-
-E2E_CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+from eipctl.sandbox.namespaces import why_unavailable
+from eipctl.sandbox.testbed import BedOptions, LocalBed, RemoteCluster
 
 REMOTE_KUBECONFIG = os.environ.get("EIPCTL_E2E_KUBECONFIG")
 BED_NODES = 3
@@ -34,7 +28,7 @@ def _bed_session(request: pytest.FixtureRequest) -> Iterator[Any]:
         with RemoteCluster(REMOTE_KUBECONFIG) as cluster:
             yield cluster
         return
-    if (reason := skip_reason()) is not None:
+    if (reason := why_unavailable()) is not None:
         pytest.skip(reason)
     with LocalBed(BedOptions(nodes=BED_NODES)) as bed:
         yield bed
@@ -80,14 +74,3 @@ def pytest_runtest_makereport(
         if isinstance(bed, LocalBed | RemoteCluster):  # other modules have their own `bed`
             report.sections.append(("eipctl process logs", bed.diagnostics()))
     return report
-
-
-@pytest_asyncio.fixture(name="api")
-async def api_fixture(apiserver: ApiServer, kubeconfig_path: Path) -> AsyncIterator[KubeApi]:
-    """A client on the emulator with the eipctl CRDs loaded; closed afterwards."""
-    await apiserver.load_crds_from_dir(E2E_CRDS)
-    api = await connect(str(kubeconfig_path))
-    try:
-        yield api
-    finally:
-        await api.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from netns import skip_reason
 from test_controller_support import (
     TIMINGS,
     Rig,
@@ -18,8 +17,10 @@ from test_controller_support import (
     rig_fixture,  # noqa: F401 (the `r` fixture)
 )
 
+from eipctl.sandbox.namespaces import why_unavailable
+
 pytestmark = [pytest.mark.netns]
-if (_reason := skip_reason()) is not None:
+if (_reason := why_unavailable()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
 
 NODE_TIMEOUT = 0.5

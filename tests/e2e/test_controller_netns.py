@@ -11,7 +11,6 @@ import asyncio
 import time
 
 import pytest
-from netns import skip_reason
 from test_controller_support import (
     NODE,
     EchoTraffic,
@@ -22,9 +21,10 @@ from test_controller_support import (
 )
 
 from eipctl.kube.client import IPNODES
+from eipctl.sandbox.namespaces import why_unavailable
 
 pytestmark = [pytest.mark.netns]
-if (_reason := skip_reason()) is not None:
+if (_reason := why_unavailable()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
 
 

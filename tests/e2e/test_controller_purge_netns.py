@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from netns import Namespace, TestBed, skip_reason
 from test_controller_support import (
     Rig,
     eventually,
@@ -28,9 +27,10 @@ from test_controller_support import (
 
 from eipctl.net.errors import ForeignAddressError
 from eipctl.net.netlink import NetlinkLinkBackend
+from eipctl.sandbox.namespaces import Namespace, NamespaceSet, why_unavailable
 
 pytestmark = [pytest.mark.netns]
-if (_reason := skip_reason()) is not None:
+if (_reason := why_unavailable()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
 
 ADMIN_HOSTS = ["198.51.100.250/32", "2001:db8:ffff::250/128"]
@@ -45,7 +45,7 @@ def admin_add(ns: Namespace, dev: str, address: str) -> None:
 
 @pytest.fixture
 def node() -> Iterator[Namespace]:
-    with TestBed() as tb:
+    with NamespaceSet() as tb:
         ns, peer = tb.namespace("node"), tb.namespace("peer")
         tb.veth(ns, "ea0", peer, "eb0")
         yield ns

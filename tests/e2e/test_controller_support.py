@@ -9,7 +9,7 @@ Topology (all made by the test, removed afterwards even on failure)::
 
 The controller runs as `ip netns exec <node> python -m eipctl controller --iface eth0`, so it
 sees only the node's links. It reaches the API emulator, which listens on the host's
-127.0.0.1, through `testbed.relay.ApiRelay`: a listening socket made inside the node's
+127.0.0.1, through `eipctl.sandbox.relay.ApiRelay`: a listening socket made inside the node's
 namespace and served by the test's loop (no host link is touched, no route is added).
 `relay.cut()` drops the path (fencing), `relay.heal()` restores it. The peer routes
 203.0.113.0/24 on-link and plays the router: its neighbour table shows what the
@@ -34,9 +34,6 @@ from typing import Any
 
 import pytest_asyncio
 import yaml
-from netns import Namespace, TestBed, call_in_netns
-from testbed.processes import Process
-from testbed.relay import NODE_API_PORT, ApiRelay
 
 import polling
 from eipctl.core.naming import LABEL_NODE, claim_name_for
@@ -44,6 +41,9 @@ from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import NotFound
 from eipctl.net.netlink import NetlinkLinkBackend
 from eipctl.sandbox.apiserver import ApiServer
+from eipctl.sandbox.namespaces import Namespace, NamespaceSet, call_in_netns
+from eipctl.sandbox.relay import NODE_API_PORT, ApiRelay
+from eipctl.sandbox.testbed.processes import Process
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "deploy" / "crds"
@@ -167,7 +167,7 @@ class Rig:
 @contextlib.asynccontextmanager
 async def rig(srv: ApiServer, api_client: Any, tmp_path: Path) -> AsyncIterator[Rig]:
     await srv.load_crds_from_dir(CRDS)
-    with TestBed() as bed:
+    with NamespaceSet() as bed:
         node, peer = bed.namespace("node"), bed.namespace("peer")
         bed.veth(node, "eth0", peer, "p0")
         node.ip("addr add 192.0.2.2/24 dev eth0")

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from ipaddress import IPv4Address
 
 import pytest
-from netns import Namespace, TestBed, call_in_netns, skip_reason
 
 from eipctl.net import frames
 from eipctl.net.announce import announce
 from eipctl.net.sockets import packet_socket
+from eipctl.sandbox.namespaces import Namespace, NamespaceSet, call_in_netns, why_unavailable
 
 pytestmark = [pytest.mark.netns]
-if (_reason := skip_reason()) is not None:
+if (_reason := why_unavailable()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
 
 EIP = IPv4Address("198.51.100.10")
@@ -36,7 +36,7 @@ async def send(frame: bytes) -> None:
 
 @pytest.fixture
 def bed() -> Iterator[tuple[Namespace, Namespace]]:
-    with TestBed() as tb:
+    with NamespaceSet() as tb:
         a, b = tb.namespace("a"), tb.namespace("b")
         tb.veth(a, "ea0", b, "eb0")
         b.ip("addr add 198.51.100.1/24 dev eb0")

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from netns import Namespace, TestBed, run_in_netns, skip_reason
 from pyroute2 import AsyncIPRoute
 
 from eipctl.metrics import REGISTRY
@@ -25,9 +24,10 @@ from eipctl.net.frames import mac_to_str
 from eipctl.net.link import ManagedAddress
 from eipctl.net.netlink import EIPCTL_ADDR_PROTO, NetlinkLinkBackend
 from eipctl.net.probe import probe
+from eipctl.sandbox.namespaces import Namespace, NamespaceSet, run_in_netns, why_unavailable
 
 pytestmark = [pytest.mark.netns]
-if (_reason := skip_reason()) is not None:
+if (_reason := why_unavailable()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
 
 STALE_MAC = "02:00:00:00:00:99"
@@ -43,7 +43,7 @@ Bed = tuple[Namespace, Namespace]
 
 @pytest.fixture
 def bed() -> Iterator[Bed]:
-    with TestBed() as tb:
+    with NamespaceSet() as tb:
         a, b = tb.namespace("a"), tb.namespace("b")
         tb.veth(a, "ea0", b, "eb0")
         b.ip("addr add 198.51.100.1/24 dev eb0")

@@ -5,26 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from netns import (
-    TestBed,
-    call_in_netns,
-    cleanup_leftovers,
-    list_namespaces,
-    sh,
-    skip_reason,
-)
 
 from eipctl.net.probe import probe
 from eipctl.net.sockets import hardware_address
+from eipctl.sandbox.namespaces import (
+    NamespaceSet,
+    call_in_netns,
+    list_namespaces,
+    reap_leftovers,
+    sh,
+    why_unavailable,
+)
 
 pytestmark = [pytest.mark.netns]
-if (_reason := skip_reason()) is not None:
+if (_reason := why_unavailable()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
 
 
 def test_namespaces_removed_even_when_the_body_fails() -> None:
     names: list[str] = []
-    with pytest.raises(RuntimeError, match="boom"), TestBed() as tb:
+    with pytest.raises(RuntimeError, match="boom"), NamespaceSet() as tb:
         names.append(tb.namespace("x").name)
         assert names[0] in list_namespaces()
         raise RuntimeError("boom")
@@ -36,14 +36,14 @@ def test_leftovers_of_dead_runs_are_removed() -> None:
     name = f"eipt-{dead_pid}-0-stale"
     sh("ip", "netns", "add", name)
     try:
-        assert name in cleanup_leftovers()
+        assert name in reap_leftovers()
         assert name not in list_namespaces()
     finally:
         sh("ip", "netns", "del", name, check=False)
 
 
 def test_bridge_joins_nodes_and_code_runs_inside() -> None:
-    with TestBed() as tb:
+    with NamespaceSet() as tb:
         switch = tb.namespace("sw")
         nodes = [tb.namespace(f"n{i}") for i in range(2)]
         for i, node in enumerate(nodes):

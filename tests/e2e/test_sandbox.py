@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 from story_sandbox import pids_naming, until
 
+from eipctl.sandbox.namespaces import why_unavailable
+
 pytestmark = pytest.mark.kubectl
 
 KUBECTL = shutil.which("kubectl") or str(Path(sys.executable).with_name("kubectl"))
@@ -99,14 +101,6 @@ class Sandbox:
         return self.out_path.read_text(errors="replace")
 
 
-def netns_unavailable() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (creates network namespaces)"
-    if shutil.which("ip") is None:
-        return "needs iproute2's `ip`"
-    return None
-
-
 @pytest.fixture(
     params=[
         pytest.param([], id="memory"),
@@ -117,7 +111,7 @@ def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sandbox]
     if not Path(KUBECTL).exists():
         pytest.skip("kubectl not found")
     extra: list[str] = request.param
-    if extra and (reason := netns_unavailable()):
+    if extra and (reason := why_unavailable()):
         pytest.skip(reason)
     box = Sandbox(tmp_path, extra)
     box.start()

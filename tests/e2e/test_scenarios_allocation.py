@@ -10,8 +10,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from testbed import POOL_TINY, POOL_V6, TINY_LABEL, V6_LABEL, wait_for
-from testbed.checks import wait_bound, wait_for_ips, wait_moved_off
+from eipctl.sandbox.testbed import POOL_TINY, POOL_V6, TINY_LABEL, V6_LABEL, wait_for
+from eipctl.sandbox.testbed.checks import wait_bound, wait_for_ips, wait_moved_off
 
 
 def test_a_service_annotated_auto_gets_an_ip_that_answers(bed: Any) -> None:

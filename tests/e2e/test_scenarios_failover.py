@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from testbed import LocalBed, wait_for
-from testbed.checks import (
+
+from eipctl.sandbox.testbed import LocalBed, wait_for
+from eipctl.sandbox.testbed.checks import (
     create_services,
     placement,
     wait_answered_by,

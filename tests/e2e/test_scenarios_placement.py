@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.checks import (
+from eipctl.sandbox.testbed.checks import (
     create_services,
     ips_held_twice,
     per_node,

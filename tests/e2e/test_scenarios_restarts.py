@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 import pytest
-from testbed import LEASE_NAMESPACE, LocalBed, wait_for
-from testbed.checks import (
+
+from eipctl.sandbox.testbed import LEASE_NAMESPACE, LocalBed, wait_for
+from eipctl.sandbox.testbed.checks import (
     create_services,
     ips_held_twice,
     placement,

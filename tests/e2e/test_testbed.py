@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns import call_in_netns, list_namespaces, skip_reason
-from testbed import BedOptions, LocalBed, wait_for
+
+from eipctl.sandbox.namespaces import call_in_netns, list_namespaces, why_unavailable
+from eipctl.sandbox.testbed import BedOptions, LocalBed, wait_for
 
 pytestmark = [pytest.mark.netns]
-if (_reason := skip_reason()) is not None:
+if (_reason := why_unavailable()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
 
 HERE = Path(__file__).resolve().parent
@@ -160,9 +161,8 @@ def test_a_call_made_as_soon_as_restart_api_returns_meets_the_restarted_api(
 
 CHILD = textwrap.dedent(
     """
-    import sys, time
-    sys.path.insert(0, {here!r})
-    from testbed import BedOptions, LocalBed, install_signal_handlers
+    import time
+    from eipctl.sandbox.testbed import BedOptions, LocalBed, install_signal_handlers
     install_signal_handlers()
     with LocalBed(BedOptions(nodes=1, eipctl=False, keep_logs=False)) as bed:
         print(bed.network.run_id, bed.api.pid, flush=True)
@@ -172,8 +172,7 @@ CHILD = textwrap.dedent(
 
 
 def _start_child_bed() -> tuple[subprocess.Popen[str], str, int]:
-    code = CHILD.format(here=str(HERE))
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     run_id, api_pid = child.stdout.readline().split()
     return child, run_id, int(api_pid)

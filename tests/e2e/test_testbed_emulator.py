@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from testbed.emulator import REFUSED, RESET, AdminError, Emulator
-from testbed.processes import Process
+
+from eipctl.sandbox.testbed.emulator import REFUSED, RESET, AdminError, Emulator
+from eipctl.sandbox.testbed.processes import Process
 
 
 @pytest.fixture

@@ -16,15 +16,9 @@ namespace is deleted with its link and every address on it. Reviving builds it a
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import ipaddress
 import json
 import os
-import re
-import shutil
-import socket
-import threading
 from pathlib import Path
 
 import structlog
@@ -32,25 +26,22 @@ import yaml
 
 from eipctl.sandbox.apiserver import ApiServer
 from eipctl.sandbox.children import Child
+from eipctl.sandbox.namespaces import reap_leftovers, why_unavailable
 from eipctl.sandbox.nodes import NodeError, NodeState, NodeStatus
+from eipctl.sandbox.relay import NODE_API_PORT, ApiRelay
 
 log = structlog.get_logger(__name__)
 
 PREFIX = "eipsbx-"
 LINK = "eth0"
 NODE_NET = ipaddress.ip_network("198.51.100.0/24")
-RELAY_PORT = 6443
-CLONE_NEWNET = 0x40000000
-_OWNER = re.compile(rf"^{PREFIX}(\d+)-")
+RELAY_PORT = NODE_API_PORT
 
 
 def unavailable() -> str | None:
     """Why --netns cannot run here, or None."""
-    if os.geteuid() != 0:
-        return "--netns needs root (it creates network namespaces)"
-    if shutil.which("ip") is None:
-        return "--netns needs iproute2's `ip`"
-    return None
+    reason = why_unavailable()
+    return None if reason is None else f"--netns {reason}"
 
 
 async def ip(*args: str, check: bool = True) -> str:
@@ -72,101 +63,9 @@ def write_node_kubeconfig(server: ApiServer, path: Path) -> None:
     path.chmod(0o600)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 async def remove_leftovers() -> list[str]:
-    """Delete the namespaces of sandboxes that are no longer running."""
-    removed = []
-    for line in (await ip("netns", "list")).splitlines():
-        name = line.split()[0] if line.strip() else ""
-        owner = _OWNER.match(name)
-        if owner and not _pid_alive(int(owner.group(1))):
-            await ip("netns", "del", name, check=False)
-            removed.append(name)
-    return removed
-
-
-def listen_in_netns(ns: str, port: int) -> socket.socket:
-    """A listening TCP socket on 127.0.0.1:port inside namespace `ns`. Made in a throwaway
-    thread (setns changes only the calling thread), so this process stays where it is."""
-    result: list[socket.socket | BaseException] = []
-
-    def make() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), f"setns {ns}")
-            finally:
-                os.close(fd)
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", port))
-            sock.listen(64)
-            sock.setblocking(False)
-            result.append(sock)
-        except BaseException as exc:  # handed to the caller's thread
-            result.append(exc)
-
-    thread = threading.Thread(target=make, name=f"setns-{ns}")
-    thread.start()
-    thread.join()
-    if isinstance(result[0], BaseException):
-        raise result[0]
-    return result[0]
-
-
-class ApiRelay:
-    """Forwards connections made inside a node's namespace to the API in the host's."""
-
-    def __init__(self, ns: str, upstream: tuple[str, int]) -> None:
-        self.ns = ns
-        self.upstream = upstream
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        sock = listen_in_netns(self.ns, RELAY_PORT)
-        self._server = await asyncio.start_server(self._serve, sock=sock)
-
-    async def close(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers |= {writer, up_writer}
-        try:
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
-        finally:
-            self._writers -= {writer, up_writer}
-            for w in (writer, up_writer):
-                w.transport.abort()
-
-
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(ConnectionError, OSError):
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-        writer.write_eof()
+    """Delete the namespaces of sandboxes that are no longer running (and what runs in them)."""
+    return await asyncio.to_thread(reap_leftovers, PREFIX)
 
 
 class NetnsNode:
@@ -255,7 +154,7 @@ class NetnsNode:
                 await asyncio.gather(self._task, return_exceptions=True)
             await child.kill()  # SIGKILL: no goodbye, no cleanup
         if self._relay is not None:
-            await self._relay.close()
+            await self._relay.stop()
             self._relay = None
         await ip("netns", "del", self.ns, check=False)
         self.cached_addresses = []

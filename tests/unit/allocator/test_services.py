@@ -7,7 +7,7 @@ this Service). These tests run one pass of `reconcile` on the in-memory API
 (tests/unit/kube/kube_fakes.py) with the allocator's caches filled by hand, so a claim can
 be in the API and not yet in the cache (a lagging watch, or a claim the allocator made just
 before it restarted), and check what the pass wrote, what it returned, what the book now
-records and the log line of the decision. tests/e2e/test_allocator_reservation.py tells the
+records and the log line of the decision. tests/integration/test_allocator_reservation.py tells the
 same stories against the API emulator and a running allocator.
 """
 

@@ -147,7 +147,7 @@ async def test_a_refused_create_while_someone_else_takes_the_name_is_already_exi
     """Guards: after a create failed with a 5xx, a later AlreadyExists is this writer's own
     create only if the stored object carries its write-id. Kills: `_create` counting any
     AlreadyExists after an ambiguous failure as ours; for the allocator that hands one IP
-    to two Services (tests/e2e/test_allocator_reservation.py tells that story).
+    to two Services (tests/integration/test_allocator_reservation.py tells that story).
 
     The create is refused (nothing stored); before the writer retries, another process
     creates an object of that name; the retry finds it."""

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from eipctl.sandbox.netns import PREFIX, RELAY_PORT, ApiRelay, remove_leftovers, unavailable
+from eipctl.sandbox.netns import PREFIX, RELAY_PORT, remove_leftovers, unavailable
+from eipctl.sandbox.relay import ApiRelay
 
 pytestmark = [
     pytest.mark.netns,
@@ -63,7 +64,7 @@ async def test_relay_carries_bytes_from_inside_the_namespace(netns: str) -> None
         out, _ = await asyncio.wait_for(proc.communicate(), 30)
         assert out.decode().strip() == "hello node"
     finally:
-        await relay.close()
+        await relay.stop()
         server.close()
         await server.wait_closed()
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from .processes import Process, wait_for
+from eipctl.sandbox.testbed.processes import Process, wait_for
 
 ADMIN_DEADLINE = 20.0  # seconds an admin call may keep meeting a restarting API
 REFUSED, RESET, TIMED_OUT, FAILED = "refused", "reset", "timed out", "failed"

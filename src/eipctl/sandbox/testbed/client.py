@@ -19,9 +19,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .loop import BackgroundLoop
-from .network import LINK
-from .responder import SERVICE_PORT
+from eipctl.sandbox.testbed.loop import BackgroundLoop
+from eipctl.sandbox.testbed.network import LINK
+from eipctl.sandbox.testbed.responder import SERVICE_PORT
 
 PROBE_MAC = bytes.fromhex("02e2e2000001")
 ETH_P_ARP = 0x0806
@@ -158,9 +158,9 @@ class Client:
     # ---- TCP ----
 
     @staticmethod
-    async def _ask(ip: str, timeout: float) -> str | None:
+    async def _ask(ip: str, seconds: float) -> str | None:
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(seconds):
                 reader, writer = await asyncio.open_connection(ip, SERVICE_PORT)
                 try:
                     line = await reader.readline()

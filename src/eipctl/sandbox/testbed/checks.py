@@ -7,7 +7,7 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Any
 
-from .processes import wait_for
+from eipctl.sandbox.testbed.processes import wait_for
 
 Obj = dict[str, Any]
 

@@ -1,4 +1,8 @@
-"""Figures for the benchmarks and the soak: percentiles, one-line summaries, the machine."""
+"""Figures for the benchmarks and the soak: percentiles, one-line summaries, the machine.
+
+Imported by the scripts beside it (`python benchmarks/<script>.py` puts this folder first on
+sys.path); `run_all.py` runs only `bench_*.py`, so this is never run as a benchmark.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from eipctl.sandbox.namespaces import why_unavailable
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -45,8 +51,6 @@ def machine() -> str:
 
 def skip_unless_root(script: str) -> None:
     """Benchmarks on the bed need root; without it, say so and exit 0 (not a failure)."""
-    from netns import skip_reason
-
-    if (reason := skip_reason()) is not None:
+    if (reason := why_unavailable()) is not None:
         print(f"{script}: skipped ({reason})")
         raise SystemExit(0)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from netns import enter_netns
+from eipctl.sandbox.namespaces import enter_netns
 
 T = TypeVar("T")
 

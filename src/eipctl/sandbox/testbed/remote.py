@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .kube import Kube
-from .loop import BackgroundLoop
-from .pools import LEASE_NAMESPACE, POOLS
-from .processes import wait_for
+from eipctl.sandbox.testbed.kube import Kube
+from eipctl.sandbox.testbed.loop import BackgroundLoop
+from eipctl.sandbox.testbed.pools import LEASE_NAMESPACE, POOLS
+from eipctl.sandbox.testbed.processes import wait_for
 
 
 class RemotePod:

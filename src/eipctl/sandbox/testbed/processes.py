@@ -2,7 +2,7 @@
 
 Every child gets PR_SET_PDEATHSIG=SIGKILL, so it dies with the test process even when that
 is SIGKILLed; its pid also goes into ``<run dir>/pids`` so a later run can finish off
-anything a crash left (`reap_leftovers`).
+anything a crash left (`reap_leftover_processes`).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def reap_leftovers(parent: Path, prefix: str) -> list[str]:
+def reap_leftover_processes(parent: Path, prefix: str) -> list[str]:
     """SIGKILL processes listed in run dirs ``parent/prefix<pid>-*`` whose test run is dead.
 
     A pid is killed only if it still runs something of ours (its command line mentions

@@ -20,16 +20,11 @@ move an entry within a test's time.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
-import os
-import re
-import signal
 from dataclasses import dataclass
 
-import netns
-from netns import Namespace, TestBed, list_namespaces, sh
+from eipctl.sandbox.namespaces import Namespace, NamespaceSet, kill_pids_in, reap_leftovers
 
 NODE_NET4 = ipaddress.ip_network("198.51.100.0/24")
 NODE_NET6 = ipaddress.ip_network("2001:db8:1::/64")
@@ -111,10 +106,10 @@ class NodeNet:
 
 
 class Network:
-    """Builds the topology in `TestBed`-owned namespaces; `close()` removes all of it."""
+    """Builds the topology in `NamespaceSet`-owned namespaces; `close()` removes all of it."""
 
     def __init__(self, node_count: int) -> None:
-        self.tb = TestBed()
+        self.tb = NamespaceSet()
         self.run_id = self.tb.run_id
         self.nodes: list[NodeNet] = []
         self.switch: Namespace | None = None
@@ -122,7 +117,7 @@ class Network:
         self.node_count = node_count
 
     def build(self) -> None:
-        reap_leftover_namespaces()
+        reap_leftovers()
         self.switch = self.tb.namespace("sw")
         self.switch.ip("link add br0 type bridge")
         # no STP, no forwarding delay: a port forwards the moment it is up
@@ -177,23 +172,5 @@ class Network:
 
     def close(self) -> None:
         for ns in self.tb.namespaces:  # processes first: a namespace outlives `ip netns del`
-            _kill_pids_in(ns.name)
+            kill_pids_in(ns.name)
         self.tb.close()
-
-
-def _kill_pids_in(ns_name: str) -> None:
-    for pid in sh("ip", "netns", "pids", ns_name, check=False).split():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.kill(int(pid), signal.SIGKILL)
-
-
-def reap_leftover_namespaces() -> list[str]:
-    """Kill what runs in, then delete, namespaces of dead test runs."""
-    dead = []
-    for name in list_namespaces():
-        m = re.match(rf"^{netns.PREFIX}(\d+)-", name)
-        if m and not netns._pid_alive(int(m.group(1))):
-            _kill_pids_in(name)
-            dead.append(name)
-    netns.cleanup_leftovers()
-    return dead

@@ -1,32 +1,36 @@
-"""Network namespaces, veth pairs and bridges for tests, always cleaned up.
+"""Network namespaces, veth pairs and bridges, always cleaned up: the sandbox's `--netns`
+nodes, the test bed and the network tests all build on these.
 
-Every namespace is named ``eipt-<pid>-<tag>`` so concurrent test runs (other sessions on a
-shared machine) never collide, and leftovers of dead runs are recognisable:
-`cleanup_leftovers()` removes namespaces whose owning pid is gone. Links are created
-*inside* the test namespaces (``ip -n A link add ... peer name ... netns B``), so the host
-namespace never sees a test link, not even briefly.
+Every namespace is named ``<prefix><pid>-<tag>`` (``eipt-`` for tests and the bed, ``eipsbx-``
+for the sandbox), so concurrent runs never collide and leftovers of dead runs are
+recognisable: `reap_leftovers(prefix)` kills what still runs in, then deletes, the namespaces
+whose owning pid is gone. Links are created *inside* the namespaces (``ip -n A link add ...
+peer name ... netns B``), so the host namespace never sees one, not even briefly.
 
 Typical use::
 
-    with TestBed() as bed:
-        a, b = bed.namespace("a"), bed.namespace("b")
-        bed.veth(a, "ea0", b, "eb0")
+    with NamespaceSet() as spaces:
+        a, b = spaces.namespace("a"), spaces.namespace("b")
+        spaces.veth(a, "ea0", b, "eb0")
         a.ip("addr add 192.0.2.1/24 dev ea0")
         await run_in_netns(a.name, some_function, arg)   # code that opens sockets
 
-Only TEST-NET addresses belong in here (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24,
+Tests use only TEST-NET addresses (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24,
 2001:db8::/32).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import inspect
 import itertools
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import threading
 from collections.abc import Callable, Coroutine
@@ -34,14 +38,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 PREFIX = "eipt-"
+"""Namespaces of tests and of the test bed (the sandbox has its own, `eipctl.sandbox.netns`)."""
 CLONE_NEWNET = 0x40000000
-_NAME = re.compile(rf"^{PREFIX}(\d+)-")
 _counter = itertools.count()
 _T = TypeVar("_T")
 
 
-def skip_reason() -> str | None:
-    """Why netns tests cannot run here, or None."""
+def why_unavailable() -> str | None:
+    """Why namespaces cannot be made here, or None."""
     if os.geteuid() != 0:
         return "needs root (creates network namespaces)"
     if shutil.which("ip") is None:
@@ -72,15 +76,22 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-_pid_alive = pid_alive  # older name, used by tests/e2e/testbed
+def kill_pids_in(name: str) -> None:
+    """SIGKILL every process in namespace `name` (a namespace outlives `ip netns del` while
+    something runs in it)."""
+    for pid in sh("ip", "netns", "pids", name, check=False).split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
 
 
-def cleanup_leftovers() -> list[str]:
-    """Delete ``eipt-`` namespaces left by test runs that are no longer alive."""
+def reap_leftovers(prefix: str = PREFIX) -> list[str]:
+    """Kill what runs in, then delete, the ``<prefix><pid>-`` namespaces of dead runs."""
+    owner = re.compile(rf"^{re.escape(prefix)}(\d+)-")
     removed = []
     for name in list_namespaces():
-        m = _NAME.match(name)
+        m = owner.match(name)
         if m and not pid_alive(int(m.group(1))):
+            kill_pids_in(name)
             sh("ip", "netns", "del", name, check=False)
             removed.append(name)
     return removed
@@ -109,15 +120,14 @@ class Namespace:
 
 
 @dataclass
-class TestBed:
+class NamespaceSet:
     """Owns namespaces; deleting a namespace deletes its links, so teardown is one loop."""
 
-    __test__ = False  # not a pytest class
     run_id: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{next(_counter)}")
     namespaces: list[Namespace] = field(default_factory=list)
 
-    def __enter__(self) -> TestBed:
-        cleanup_leftovers()
+    def __enter__(self) -> NamespaceSet:
+        reap_leftovers()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -159,6 +169,22 @@ class TestBed:
             ns.ip(f"link set {port} master {name}")
             ns.ip(f"link set {port} up")
         ns.ip(f"link set {name} up")
+
+
+def listening_socket(
+    host: str, port: int, backlog: int, *, dual_stack: bool = False
+) -> socket.socket:
+    """A non-blocking TCP listener, to serve from an event loop. Called in a namespace's
+    thread (`call_in_netns`), it listens in that namespace whichever thread serves it."""
+    family = socket.AF_INET6 if dual_stack else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if dual_stack:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    sock.bind((host, port))
+    sock.listen(backlog)
+    sock.setblocking(False)
+    return sock
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

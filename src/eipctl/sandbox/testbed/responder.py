@@ -9,21 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 
-from netns import call_in_netns
+from eipctl.sandbox.namespaces import call_in_netns, listening_socket
 
 SERVICE_PORT = 8080
-
-
-def _listen_dual_stack(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-    sock.bind(("::", port))
-    sock.listen(512)
-    sock.setblocking(False)
-    return sock
 
 
 class Responder:
@@ -34,7 +23,7 @@ class Responder:
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        sock = call_in_netns(self.netns, _listen_dual_stack, self.port)
+        sock = call_in_netns(self.netns, listening_socket, "::", self.port, 512, dual_stack=True)
         self._server = await asyncio.start_server(self._answer, sock=sock)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -1,31 +1,22 @@
 """The API as a node sees it: a TCP relay listening on 127.0.0.1:6443 inside the node's namespace.
 
-Each node reaches the API only through its own relay, so "this node is cut off from the API"
-is one switch: `cut()` turns the relay into a black hole (open connections go silent, new
-ones are accepted and never answered, like a partition that drops packets), `heal()` resets
-the held connections (as TCP would after the partition) and relays again. Other nodes, the
-scheduler and the allocator keep their API. The host namespace is never touched: the
-listening socket is made inside the node's namespace and served by the bed's loop.
+The sandbox's `--netns` nodes and the test bed's reach the API, which listens in the host
+namespace, only through their own relay. So "this node is cut off from the API" is one
+switch: `cut()` turns the relay into a black hole (open connections go silent, new ones are
+accepted and never answered, like a partition that drops packets), `heal()` resets the held
+connections (as TCP would after the partition) and relays again. Other nodes, the scheduler
+and the allocator keep their API. The host namespace is never touched: the listening socket
+is made inside the node's namespace and served by the caller's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 
-from netns import call_in_netns
+from eipctl.sandbox.namespaces import call_in_netns, listening_socket
 
 NODE_API_PORT = 6443
-
-
-def _listen_in_node(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(64)
-    sock.setblocking(False)
-    return sock
 
 
 class ApiRelay:
@@ -43,7 +34,7 @@ class ApiRelay:
         self.connections = 0
 
     async def start(self) -> None:
-        sock = call_in_netns(self.netns, _listen_in_node, self.port)
+        sock = call_in_netns(self.netns, listening_socket, "127.0.0.1", self.port, 64)
         self._server = await asyncio.start_server(self._accept, sock=sock)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

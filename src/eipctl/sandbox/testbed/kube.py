@@ -18,7 +18,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .loop import BackgroundLoop
+from eipctl.sandbox.testbed.loop import BackgroundLoop
 
 GROUP, VERSION = "eipctl.io", "v1alpha1"
 RETRIES = 5

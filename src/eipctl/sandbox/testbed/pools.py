@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .network import POOL4, POOL6
+from eipctl.sandbox.testbed.network import POOL4, POOL6
 
 LEASE_NAMESPACE = "eipctl-system"
 POOL_V4 = "e2e-v4"

@@ -22,22 +22,22 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import yaml
 
-from .client import Client
-from .emulator import Emulator
-from .kube import Kube
-from .loop import BackgroundLoop
-from .network import Network, NodeNet
-from .pools import LEASE_NAMESPACE, POOLS
-from .processes import Process, reap_leftovers, wait_for
-from .relay import NODE_API_PORT, ApiRelay
-from .responder import Responder
+from eipctl.sandbox.relay import NODE_API_PORT, ApiRelay
+from eipctl.sandbox.testbed.client import Client
+from eipctl.sandbox.testbed.emulator import Emulator
+from eipctl.sandbox.testbed.kube import Kube
+from eipctl.sandbox.testbed.loop import BackgroundLoop
+from eipctl.sandbox.testbed.network import Network, NodeNet
+from eipctl.sandbox.testbed.pools import LEASE_NAMESPACE, POOLS
+from eipctl.sandbox.testbed.processes import Process, reap_leftover_processes, wait_for
+from eipctl.sandbox.testbed.responder import Responder
 
-REPO = Path(__file__).resolve().parents[3]
-CRDS = REPO / "deploy" / "crds"
+CRDS = Path(str(resources.files("eipctl") / "crds"))  # the package's CRDs (deploy/crds)
 RUN_PREFIX = "eipctl-e2e-"
 _beds = itertools.count()
 # Fast-but-realistic flags for the test suite; benchmarks pass `fast=False` (the defaults).
@@ -97,7 +97,7 @@ class LocalBed:
 
     def start(self) -> None:
         """Build the network and the API, then start eipctl (unless `options.eipctl` is off)."""
-        reap_leftovers(self.run_dir.parent, RUN_PREFIX)
+        reap_leftover_processes(self.run_dir.parent, RUN_PREFIX)
         self.run_dir.mkdir(parents=True)
         self._start_api()
         self.loop = BackgroundLoop("bed")

@@ -1,0 +1,40 @@
+"""The multi-node end-to-end test bed of tests/e2e, the benchmarks and the soak; docs/testbed.md.
+
+`LocalBed` runs everything on this machine in network namespaces; `RemoteCluster` points the
+same user-level checks at a real cluster. Its namespaces and API relays are the sandbox's
+(`eipctl.sandbox.namespaces`, `eipctl.sandbox.relay`).
+"""
+
+from eipctl.sandbox.testbed.bed import BedOptions, LocalBed, install_signal_handlers
+from eipctl.sandbox.testbed.client import ArpWatch, Client, ProbeSeries
+from eipctl.sandbox.testbed.emulator import AdminError, Emulator
+from eipctl.sandbox.testbed.pools import (
+    LEASE_NAMESPACE,
+    POOL_TINY,
+    POOL_V4,
+    POOL_V6,
+    TINY_LABEL,
+    V6_LABEL,
+)
+from eipctl.sandbox.testbed.processes import Process, wait_for
+from eipctl.sandbox.testbed.remote import RemoteCluster
+
+__all__ = [
+    "LEASE_NAMESPACE",
+    "POOL_TINY",
+    "POOL_V4",
+    "POOL_V6",
+    "TINY_LABEL",
+    "V6_LABEL",
+    "AdminError",
+    "ArpWatch",
+    "BedOptions",
+    "Client",
+    "Emulator",
+    "LocalBed",
+    "ProbeSeries",
+    "Process",
+    "RemoteCluster",
+    "install_signal_handlers",
+    "wait_for",
+]
