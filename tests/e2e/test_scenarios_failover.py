@@ -72,7 +72,7 @@ def test_a_killed_nodes_ips_answer_again_from_live_nodes_and_nothing_else_moves(
 
     # the node comes back: nothing moves back to it (no flapping), nothing answers twice
     bed.revive_node(victim)
-    bed.wait_heartbeating([victim])
+    bed.kube.wait_heartbeating([victim])
     time.sleep(1.0)
     assert placement(bed.kube.claims()) == after
     assert bed.node(victim).external_addresses() == set()

@@ -60,14 +60,14 @@ def test_a_restarted_controllers_ips_never_stop_answering(local_bed: LocalBed, h
 
     try:
         time.sleep(0.5)
-        beat = bed.heartbeats()[node]
+        beat = bed.kube.heartbeats()[node]
         stopped_at = time.monotonic()
         if how == "SIGTERM":
             controller.terminate(grace=10)
         else:
             controller.kill()
         controller.start()
-        wait_for(lambda: bed.heartbeats()[node] != beat, 15, what=f"{node} heartbeating again")
+        wait_for(lambda: bed.kube.heartbeats()[node] != beat, 15, what=f"{node} heartbeating again")
         back_after = time.monotonic() - stopped_at
         # past the address lifetime (3 s): only a renewing new controller keeps them
         time.sleep(4.0)

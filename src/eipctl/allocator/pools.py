@@ -1,12 +1,12 @@
 """Pool and claim reconcile: pool status, the pool-protection finalizer, orphaned claims.
 
-- ``pools``: re-read every pool (readiness and overlap depend on all of them); Services
+- `AllPools`: re-read every pool (readiness and overlap depend on all of them); Services
   waiting for space, and holders of a pool whose view changed, are looked at again, so a pool
   created or widened serves waiting Services at once and a shrunk one marks its holders.
-- ``pool:<name>``: status (allocated, free, Ready) written only when it changes; the
+- `PoolKey`: status (allocated, free, Ready) written only when it changes; the
   finalizer keeps a pool with live allocations from going away (``--purge-on-pool-delete``
   releases them instead).
-- ``claim:<name>``: an allocator claim listing no Service, or only Services that no longer
+- `ClaimKey`: an allocator claim listing no Service, or only Services that no longer
   exist, is released. Claims made by anyone else (the scheduler's, for hand-set IPs) are
   never touched.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import structlog
 
 from eipctl.allocator import metrics
+from eipctl.allocator.keys import PoolKey, ServiceKey
 from eipctl.allocator.state import Term
 from eipctl.allocator.views import claim_info, is_deleting, pool_status, set_finalizer
 from eipctl.core.allocation_inputs import PoolInfo
@@ -45,8 +46,8 @@ class PoolReconciler:
                 problem=info.problem if info else "deleted",
             )
             for service in term.holders_of_pool(name):
-                term.queue.add(f"svc:{service}")
-            term.queue.add(f"pool:{name}")
+                term.queue.add(ServiceKey(service))
+            term.queue.add(PoolKey(name))
         if changed:  # waiting Services, and dual-stack ones missing a family, may fit now
             term.resync_services()
         return DONE
@@ -94,7 +95,7 @@ class PoolReconciler:
         if self.purge_on_delete:
             message = f"purging {allocated} allocation(s) (--purge-on-pool-delete)"
             for service in term.holders_of_pool(name):
-                term.queue.add(f"svc:{service}")
+                term.queue.add(ServiceKey(service))
         else:
             message = f"deletion waits until its {allocated} allocation(s) are released"
         self._report(name, obj, message, "PoolInUse")
@@ -126,7 +127,7 @@ class PoolReconciler:
         alive = [s for s in info.services if await self._service_exists(s)]
         if alive:
             for service in info.services:
-                term.queue.add(f"svc:{service}")  # each decides whether it still wants the IP
+                term.queue.add(ServiceKey(service))  # each decides whether it still wants the IP
             return DONE
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         try:

@@ -1,40 +1,30 @@
-"""`eipctl allocator`: the process. Informers always; acting only while leader.
+"""`eipctl allocator`: the process, wired on `kube.manager.Manager`.
 
-Lifecycle: connect, start the informers (a standby keeps warm caches), wait until they have
-synced, then contend for the Lease ``eipctl-allocator``. Each leadership term builds a fresh
-`Term` (book rebuilt from the caches before any work), runs the workers, and throws it all
-away when the term ends, cancelling in-flight writes: the next term starts from the API's
-truth. Returns when ``stop`` is set.
+Every replica keeps warm caches (Services, IpClaims, IpClaimPools, Namespaces); the holder of
+the Lease ``eipctl-allocator`` runs a term. Each term builds a fresh `Term` (the book rebuilt
+from the caches before any work, then every object queued) and throws it all away when the
+term ends: the next term starts from the API's truth. Returns when ``stop`` is set.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import assert_never
 
 import structlog
 
 from eipctl.allocator import metrics
+from eipctl.allocator.keys import AllocatorKey, AllPools, ClaimKey, PoolKey, ServiceKey
 from eipctl.allocator.pools import PoolReconciler
 from eipctl.allocator.services import ServiceReconciler
 from eipctl.allocator.state import Caches, Term
 from eipctl.core.allocation import AllocationBook
-from eipctl.kube.client import (
-    IPCLAIMPOOLS,
-    IPCLAIMS,
-    NAMESPACES,
-    SERVICES,
-    KubeApi,
-    Obj,
-    connect,
-)
-from eipctl.kube.events import EventRecorder
-from eipctl.kube.informer import ChangeFunc, Informer
-from eipctl.kube.leader import LeaderElector
-from eipctl.kube.metrics import LEADER
-from eipctl.kube.workqueue import DONE, Result, WorkQueue, run_workers
-from eipctl.kube.writer import SerializedWriter
+from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, NAMESPACES, SERVICES, KubeApi, Obj
+from eipctl.kube.informer import ChangeFunc
+from eipctl.kube.leader import LeaseApi
+from eipctl.kube.manager import Component, LeaderTerm, Manager, clients
+from eipctl.kube.workqueue import Handler, Result
 from eipctl.runtime.config import AllocatorSettings
 from eipctl.runtime.health import Health
 
@@ -43,30 +33,41 @@ log = structlog.get_logger(__name__)
 LEASE_NAME = "eipctl-allocator"
 EVENT_SOURCE = "eipctl-allocator"
 """`source.component` of the Events this process posts."""
+MANAGED = Component(metrics.COMPONENT, LEASE_NAME, EVENT_SOURCE)
 RESYNC_INTERVAL = 300.0
 """Seconds between full passes over every object: insurance against a missed event."""
 
 
-class Allocator:
-    """The allocator bound to one API connection; `lead` runs one leadership term."""
+async def run(settings: AllocatorSettings, *, health: Health, stop: asyncio.Event) -> None:
+    """Entry point of `eipctl allocator` (see cli/main.py)."""
+    async with clients(settings.kubeconfig) as conn:
+        allocator = Allocator(conn.api, settings, lease_api=conn.lease_api)
+        await allocator.manager.run(health=health, stop=stop)
 
-    def __init__(self, api: KubeApi, settings: AllocatorSettings) -> None:
+
+class Allocator:
+    """The allocator bound to one API connection: its caches, and what each term runs."""
+
+    def __init__(
+        self, api: KubeApi, settings: AllocatorSettings, *, lease_api: LeaseApi | None = None
+    ) -> None:
         self.api = api
         self.settings = settings
+        m: Manager[AllocatorKey] = Manager(MANAGED, api, self, settings, lease_api=lease_api)
+        self.manager = m
+        self.events = m.recorder
         self.caches = Caches(
-            services=Informer(api, SERVICES),
-            claims=Informer(api, IPCLAIMS),
-            pools=Informer(api, IPCLAIMPOOLS),
-            namespaces=Informer(api, NAMESPACES),
+            services=m.informer(SERVICES, writer_cache=True),
+            claims=m.informer(IPCLAIMS, writer_cache=True),
+            pools=m.informer(IPCLAIMPOOLS, writer_cache=True),
+            namespaces=m.informer(NAMESPACES),
         )
         self.term: Term | None = None
-        self._background: set[asyncio.Task[None]] = set()
-        self.events = EventRecorder(api, EVENT_SOURCE, host=settings.identity)
         self.caches.services.add_change_handler(self._to_term(lambda t: t.on_service))
         self.caches.claims.add_change_handler(self._to_term(lambda t: t.on_claim))
         self.caches.pools.add_change_handler(self._to_term(lambda t: t.on_pool))
         self.caches.namespaces.add_change_handler(self._to_term(lambda t: t.on_namespace))
-        LEADER.labels(metrics.COMPONENT).set(0)
+        m.add_leader_runnable("allocator-resync", self._resync_every)
 
     def _to_term(self, method: Callable[[Term], ChangeFunc]) -> ChangeFunc:
         """An informer callback forwarded to the current term (dropped while standing by)."""
@@ -77,114 +78,58 @@ class Allocator:
 
         return forward
 
-    @property
-    def synced(self) -> bool:
-        return all(i.has_synced for i in self.caches.all())
-
+    # --- the manager's lifecycle, for tests that drive it by hand ----------------------------
     def start(self) -> None:
-        for informer in self.caches.all():
-            informer.start()
-
-    async def stop(self) -> None:
-        for informer in self.caches.all():
-            await informer.stop()
-        await self.events.flush()
-
-    async def wait_synced(self) -> None:
-        for informer in self.caches.all():
-            await informer.wait_synced()
+        self.manager.start()
 
     async def lead(self) -> None:
-        """One leadership term: rebuild, then work until cancelled."""
-        await self.wait_synced()
-        writer = SerializedWriter(self.api)
-        writer.use_cache(SERVICES, self.caches.services)
-        writer.use_cache(IPCLAIMS, self.caches.claims)
-        writer.use_cache(IPCLAIMPOOLS, self.caches.pools)
+        await self.manager.lead()
+
+    async def stop(self) -> None:
+        await self.manager.stop()
+
+    # --- one term -----------------------------------------------------------------------------
+    def start_term(self, lead: LeaderTerm[AllocatorKey]) -> Handler[AllocatorKey]:
+        """Rebuild the book from the caches and queue everything; the handler of each key."""
         term = Term(
             caches=self.caches,
             book=AllocationBook(
                 purge_on_pool_delete=self.settings.purge_on_pool_delete,
                 serve_unclassed=self.settings.serve_unclassed_load_balancers,
             ),
-            queue=WorkQueue("allocator"),
-            writer=writer,
+            queue=lead.queue,
+            writer=lead.writer,
             events=self.events,
         )
         services = ServiceReconciler(term, self.api)
         pools = PoolReconciler(term, self.api, purge_on_delete=self.settings.purge_on_pool_delete)
 
-        async def handle(key: str) -> Result:
-            kind, _, rest = key.partition(":")
-            if kind == "svc":
-                return await services.reconcile(rest)
-            if kind == "pool":
-                return await pools.reconcile(rest)
-            if kind == "claim":
-                return await pools.reconcile_claim(rest)
-            if kind == "pools":
-                return await pools.refresh()
-            return DONE
+        async def handle(key: AllocatorKey) -> Result:
+            match key:
+                case ServiceKey(service):
+                    return await services.reconcile(service)
+                case PoolKey(pool):
+                    return await pools.reconcile(pool)
+                case ClaimKey(claim):
+                    return await pools.reconcile_claim(claim)
+                case AllPools():
+                    return await pools.refresh()
+                case _:
+                    assert_never(key)
 
         term.rebuild()
         self.term = term
-        LEADER.labels(metrics.COMPONENT).set(1)
         log.info("allocator_leading", identity=self.settings.identity)
-        workers = asyncio.create_task(
-            run_workers(term.queue, handle, workers=self.settings.workers, drain_timeout=0.1)
-        )
-        self._background.add(workers)  # a second cancel must not orphan the workers
-        workers.add_done_callback(self._background.discard)
-        resync = asyncio.create_task(_resync_every(term, RESYNC_INTERVAL))
-        try:
-            await asyncio.shield(workers)
-        finally:
-            self.term = None
-            LEADER.labels(metrics.COMPONENT).set(0)
-            metrics.clear_all_pool_addresses()
-            resync.cancel()
-            workers.cancel()
-            await writer.close()  # a write still queued must not land after the term
-            await asyncio.wait({workers})
-            log.info("allocator_standing_by", identity=self.settings.identity)
+        return handle
 
+    async def end_term(self, _lead: LeaderTerm[AllocatorKey]) -> None:
+        self.term = None
+        metrics.clear_all_pool_addresses()
+        log.info("allocator_standing_by", identity=self.settings.identity)
 
-async def _resync_every(term: Term, interval: float) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        log.info("allocator_resync")
-        term.resync()
-
-
-async def run(settings: AllocatorSettings, *, health: Health, stop: asyncio.Event) -> None:
-    """Entry point of `eipctl allocator` (see cli/main.py)."""
-    api = await connect(settings.kubeconfig)
-    allocator = Allocator(api, settings)
-    health.add_readiness_check("informers-synced", lambda: allocator.synced)
-    allocator.start()
-    try:
-        await _until_stopped(_contend(allocator, settings), stop)
-    finally:
-        await allocator.stop()
-        await api.close()
-
-
-async def _contend(allocator: Allocator, settings: AllocatorSettings) -> None:
-    if not settings.leader_elect:
-        await allocator.lead()
-        return
-    elector = LeaderElector(allocator.api, settings.election(LEASE_NAME))
-    await allocator.wait_synced()
-    await elector.run(allocator.lead)
-
-
-async def _until_stopped(work: Awaitable[None], stop: asyncio.Event) -> None:
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    async def _resync_every(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_INTERVAL)
+            if self.term is not None:
+                log.info("allocator_resync")
+                self.term.resync()

@@ -23,6 +23,7 @@ from ipaddress import IPv4Address, IPv6Address
 import structlog
 
 from eipctl.allocator import metrics
+from eipctl.allocator.keys import ServiceKey
 from eipctl.allocator.state import Term
 from eipctl.allocator.views import (
     Refused,
@@ -179,7 +180,7 @@ class ServiceReconciler:
             )
         except (Refused, NotFound) as exc:
             log.info("claim_rekey_refused", service=key, claim=name, error=str(exc))
-            self.term.queue.add(f"svc:{key}")
+            self.term.queue.add(ServiceKey(key))
             return
         self._seen(stored)
         log.info("claim_rekeyed", service=key, claim=name, sharing_key=sharing_key)

@@ -5,8 +5,7 @@ that acts - the `AllocationBook`, the work queue, the writer - is made fresh whe
 starts and rebuilt from the caches *before* any work is taken: existing claims first, then
 IPs that Services record but no claim backs, so nothing is handed out twice.
 
-Queue keys: ``svc:<ns>/<name>``, ``pool:<name>``, ``claim:<name>`` and ``pools`` (re-read
-the whole pool set: readiness and overlaps depend on every pool).
+Queue keys (`allocator.keys`): a Service, a pool, a claim, or all pools at once.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from eipctl.allocator.keys import ALL_POOLS, AllocatorKey, ClaimKey, PoolKey, ServiceKey
 from eipctl.allocator.views import (
     claim_info,
     is_deleting,
@@ -83,7 +83,7 @@ class Term:
 
     caches: Caches
     book: AllocationBook
-    queue: WorkQueue[str]
+    queue: WorkQueue[AllocatorKey]
     writer: SerializedWriter
     events: EventRecorder
     waiting: set[str] = field(default_factory=set)
@@ -126,14 +126,14 @@ class Term:
         """Queue every Service, claim and pool (level-based: a no-op for what is right)."""
         self.resync_services()
         for obj in self.caches.claims.objects():
-            self.queue.add(f"claim:{name_of(obj)}")
+            self.queue.add(ClaimKey(name_of(obj)))
         for pool in self.book.pools():
-            self.queue.add(f"pool:{pool.name}")
+            self.queue.add(PoolKey(pool.name))
 
     def resync_services(self) -> None:
         for obj in self.caches.services.objects():
             if self.interesting(obj):
-                self.queue.add(f"svc:{object_key(obj)}")
+                self.queue.add(ServiceKey(object_key(obj)))
 
     def refresh_pools(self) -> list[str]:
         """Re-read every pool into the book; returns names whose view changed."""
@@ -155,7 +155,7 @@ class Term:
         if touched or self.book.held_by(key):
             if new is not None and self.interesting(new):
                 self.first_seen.setdefault(key, time.monotonic())
-            self.queue.add(f"svc:{key}")
+            self.queue.add(ServiceKey(key))
 
     def _track_service(self, key: str, new: Obj | None) -> None:
         """Keep the book's view of every Service: hand-set IPs and what sharing looks at.
@@ -177,7 +177,7 @@ class Term:
             for claim in self.book.held_by(key):
                 for other in claim.services:
                     if other != key:
-                        self.queue.add(f"svc:{other}")
+                        self.queue.add(ServiceKey(other))
 
     def on_claim(self, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
@@ -194,14 +194,14 @@ class Term:
         for info in (before, after):
             if info is not None:
                 for service in info.services:
-                    self.queue.add(f"svc:{service}")
-                self.queue.add_after(f"pool:{info.pool}", POOL_STATUS_DELAY)
-        self.queue.add(f"claim:{name_of(obj)}")
+                    self.queue.add(ServiceKey(service))
+                self.queue.add_after(PoolKey(info.pool), POOL_STATUS_DELAY)
+        self.queue.add(ClaimKey(name_of(obj)))
 
     def on_pool(self, _old: Obj | None, new: Obj | None) -> None:
-        self.queue.add("pools")
+        self.queue.add(ALL_POOLS)
         if new is not None:
-            self.queue.add(f"pool:{name_of(new)}")
+            self.queue.add(PoolKey(name_of(new)))
 
     def on_namespace(self, old: Obj | None, new: Obj | None) -> None:
         labels_old = ((old or {}).get("metadata") or {}).get("labels")
@@ -211,11 +211,11 @@ class Term:
         namespace = name_of(new or old or {})
         for obj in self.caches.services.objects():
             if (obj.get("metadata") or {}).get("namespace") == namespace and self.interesting(obj):
-                self.queue.add(f"svc:{object_key(obj)}")
+                self.queue.add(ServiceKey(object_key(obj)))
 
     def wake_waiting(self) -> None:
         for key in self.waiting:
-            self.queue.add(f"svc:{key}")
+            self.queue.add(ServiceKey(key))
 
     def holders_of_pool(self, pool: str) -> set[str]:
         return {

@@ -1,4 +1,4 @@
-"""`eipctl nodeips`: the process. Informers always; acting only while holding the Lease.
+"""`eipctl nodeips`: the process, wired on `kube.manager.Manager`.
 
 Every replica watches Nodes, IpClaims, IpClaimPools and the Pods that carry
 ``eipctl.io/external-ip`` (a standby keeps warm caches). The Lease holder (``eipctl-nodeips``)
@@ -10,20 +10,19 @@ happened while nobody led. Safety does not depend on the Lease (docs/node-ips.md
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 
 import structlog
 
 from eipctl.cloud.provider import AddressProvider
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.naming import LABEL_EXTERNAL_IP
-from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, NODES, KubeApi, ResourceRef, connect
-from eipctl.kube.events import EventRecorder
-from eipctl.kube.informer import Informer, ListWatchApi
-from eipctl.kube.leader import LeaderElector
-from eipctl.kube.workqueue import WorkQueue, run_workers
-from eipctl.kube.writer import SerializedWriter
+from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, NODES, KubeApi, ResourceRef
+from eipctl.kube.informer import ListWatchApi
+from eipctl.kube.leader import LeaseApi
+from eipctl.kube.manager import Component, LeaderTerm, Manager, clients
+from eipctl.kube.workqueue import Handler
 from eipctl.nodeips import views as v
 from eipctl.nodeips.reconciler import NodeReconciler
 from eipctl.nodeips.settings import NodeIpsSettings
@@ -34,13 +33,20 @@ log = structlog.get_logger(__name__)
 LEASE_NAME = "eipctl-nodeips"
 EVENT_SOURCE = "eipctl-nodeips"
 """`source.component` of the Events this process posts."""
+MANAGED = Component("nodeips", LEASE_NAME, EVENT_SOURCE, publish_leader=False)
 PODS = ResourceRef("", "v1", "pods", "Pod", namespaced=True)
 
 
 async def run(settings: NodeIpsSettings, *, health: Health, stop: asyncio.Event) -> None:
     """Entry point of `eipctl nodeips` (cli/main.py COMMANDS)."""
-    api = await connect(settings.kubeconfig)
-    lease_api = await connect(settings.kubeconfig)
+    async with clients(settings.kubeconfig) as conn, _providers(settings) as providers:
+        node_ips = NodeIps(conn.api, settings, lease_api=conn.lease_api, providers=providers)
+        await node_ips.run(health=health, stop=stop)
+
+
+@asynccontextmanager
+async def _providers(settings: NodeIpsSettings) -> AsyncIterator[dict[str, AddressProvider]]:
+    """The cloud providers the settings ask for (AWS with ``--cluster-id``); closed on exit."""
     providers: dict[str, AddressProvider] = {}
     if settings.cluster_id:
         from eipctl.cloud.aws import AwsProvider  # optional dependency: the `aws` extra
@@ -51,13 +57,10 @@ async def run(settings: NodeIpsSettings, *, health: Health, stop: asyncio.Event)
             endpoint_url=settings.aws_endpoint_url,
         )
     try:
-        node_ips = NodeIps(api, settings, lease_api=lease_api, providers=providers)
-        await node_ips.run(health=health, stop=stop)
+        yield providers
     finally:
         for provider in providers.values():
             await provider.close()
-        await lease_api.close()
-        await api.close()
 
 
 def _claim_node(obj: Obj | None) -> str:
@@ -72,24 +75,23 @@ class NodeIps:
         api: KubeApi,
         settings: NodeIpsSettings,
         *,
-        lease_api: KubeApi | None = None,
+        lease_api: LeaseApi | None = None,
         providers: Mapping[str, AddressProvider] | None = None,
         watch_api: ListWatchApi | None = None,
     ) -> None:
         self.api = api
-        self.lease_api = lease_api or api
         self.settings = settings
         self.providers = dict(providers or {})
-        source = watch_api or api
-        self.nodes = Informer(source, NODES)
-        self.claims = Informer(source, IPCLAIMS)
-        self.pools = Informer(source, IPCLAIMPOOLS)
-        self.pods = Informer(source, PODS, label_selector=LABEL_EXTERNAL_IP)
-        self.informers = [self.nodes, self.claims, self.pools, self.pods]
-        self.recorder = EventRecorder(api, EVENT_SOURCE, host=settings.identity)
-        self.queue: WorkQueue[str] | None = None
+        m: Manager[str] = Manager(
+            MANAGED, api, self, settings, lease_api=lease_api, watch_api=watch_api
+        )
+        self.manager = m
+        self.recorder = m.recorder
+        self.nodes = m.informer(NODES, writer_cache=True)
+        self.claims = m.informer(IPCLAIMS, writer_cache=True)
+        self.pools = m.informer(IPCLAIMPOOLS)
+        self.pods = m.informer(PODS, label_selector=LABEL_EXTERNAL_IP)
         self.reconciler: NodeReconciler | None = None
-        self.terms = 0
         self.nodes.add_change_handler(self._on_node)
         self.claims.add_change_handler(self._on_claim)
         self.pools.add_change_handler(self._on_wake)
@@ -97,55 +99,26 @@ class NodeIps:
 
     @property
     def synced(self) -> bool:
-        return all(i.has_synced for i in self.informers)
+        return self.manager.synced
+
+    @property
+    def terms(self) -> int:
+        return self.manager.terms
 
     async def run(self, *, health: Health | None = None, stop: asyncio.Event) -> None:
-        if health is not None:
-            health.add_readiness_check("informers-synced", lambda: self.synced)
-        for informer in self.informers:
-            informer.start()
-        work = asyncio.create_task(self._contend())
-        stopper = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if work.done():
-                work.result()  # surface a crash
-        finally:
-            stopper.cancel()
-            work.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
-            for informer in self.informers:
-                await informer.stop()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(2.0):
-                    await self.recorder.flush()
+        await self.manager.run(health=health, stop=stop)
 
-    async def _contend(self) -> None:
-        for informer in self.informers:
-            await informer.wait_synced()
+    # --- one term ---------------------------------------------------------------------------
+    def start_term(self, term: LeaderTerm[str]) -> Handler[str]:
+        """Every Node queued first; the reconciler handles each Node name."""
         s = self.settings
-        if not s.leader_elect:
-            await self._term()
-            return
-        elector = LeaderElector(self.lease_api, s.election(LEASE_NAME))
-        await elector.run(self._term)
-
-    async def _term(self) -> None:
-        """Lead until cancelled: every Node queued first, then react to changes."""
-        self.terms += 1
-        s = self.settings
-        queue: WorkQueue[str] = WorkQueue("nodeips")
-        writer = SerializedWriter(self.api)
-        writer.use_cache(NODES, self.nodes)
-        writer.use_cache(IPCLAIMS, self.claims)
         reconciler = NodeReconciler(
             api=self.api,
             nodes=self.nodes,
             claims=self.claims,
             pools=self.pools,
             pods=self.pods,
-            writer=writer,
+            writer=term.writer,
             recorder=self.recorder,
             default_pool=s.default_node_pool,
             prevent_deallocation=s.prevent_deallocation,
@@ -153,16 +126,15 @@ class NodeIps:
             min_interval=s.node_min_reconciliation_interval,
             providers=self.providers,
         )
-        self.queue, self.reconciler = queue, reconciler
+        self.reconciler = reconciler
         for name in self._all_node_names():
-            queue.add(name)
-        log.info("nodeips_leading", term=self.terms, nodes=len(self.nodes), identity=s.identity)
-        try:
-            await run_workers(queue, reconciler.reconcile, workers=s.workers, drain_timeout=0.1)
-        finally:
-            self.queue = self.reconciler = None
-            await writer.close()  # a write still queued must not land after the term
-            log.info("nodeips_term_ended", term=self.terms)
+            term.queue.add(name)
+        log.info("nodeips_leading", term=term.number, nodes=len(self.nodes), identity=s.identity)
+        return reconciler.reconcile
+
+    async def end_term(self, term: LeaderTerm[str]) -> None:
+        self.reconciler = None
+        log.info("nodeips_term_ended", term=term.number)
 
     def _all_node_names(self) -> list[str]:
         names = {name_of(o) for o in self.nodes.objects()}
@@ -171,23 +143,23 @@ class NodeIps:
 
     # --- informer handlers (quick; only enqueue) --------------------------------------------
     def _on_node(self, old: Obj | None, new: Obj | None) -> None:
-        if self.queue is not None:
-            self.queue.add(name_of(new or old or {}))
+        if self.manager.leading:
+            self.manager.enqueue(name_of(new or old or {}))
             self._on_wake(old, new)  # a cordon or a deletion may free a claim for reuse
 
     def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
-        if self.queue is None:
+        if not self.manager.leading:
             return
         if not any(o is not None and v.is_node_claim(o) for o in (old, new)):
             if new is None:
                 self._on_wake(old, new)  # an address was freed
             return
         for node in {_claim_node(old), _claim_node(new)} - {""}:
-            self.queue.add(node)
+            self.manager.enqueue(node)
         if new is None or not _claim_node(new):
             self._on_wake(old, new)  # released or orphaned: waiting Nodes may use it
 
     def _on_wake(self, _old: Obj | None, _new: Obj | None) -> None:
-        if self.queue is not None and self.reconciler is not None:
+        if self.reconciler is not None:
             for name in sorted(self.reconciler.waiting):
-                self.queue.add(name)
+                self.manager.enqueue(name)

@@ -12,6 +12,7 @@ from eipctl.kube import metrics as kube_metrics
 from eipctl.metrics import REGISTRY
 from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler import metrics
+from eipctl.scheduler.keys import Pass
 from polling import eventually
 
 
@@ -59,7 +60,7 @@ async def test_scheduler_metrics_follow_placement_death_and_deletion(
 
         # claims by phase: the pass after the Scheduled writes counts them
         def scheduled() -> bool:
-            sched._enqueue("place")
+            sched.manager.enqueue(Pass.PLACE)
             return sample("eipctl_claims", {"phase": "Scheduled"}) == len(names)
 
         await eventually(scheduled, what="eipctl_claims{phase=Scheduled}")

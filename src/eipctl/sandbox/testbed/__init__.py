@@ -5,7 +5,7 @@ same user-level checks at a real cluster. Its namespaces and API relays are the 
 (`eipctl.sandbox.namespaces`, `eipctl.sandbox.relay`).
 """
 
-from eipctl.sandbox.testbed.bed import BedOptions, LocalBed, install_signal_handlers
+from eipctl.sandbox.testbed.bed import BedOptions, LocalBed
 from eipctl.sandbox.testbed.client import ArpWatch, Client, ProbeSeries
 from eipctl.sandbox.testbed.emulator import AdminError, Emulator
 from eipctl.sandbox.testbed.pools import (
@@ -16,7 +16,7 @@ from eipctl.sandbox.testbed.pools import (
     TINY_LABEL,
     V6_LABEL,
 )
-from eipctl.sandbox.testbed.processes import Process, wait_for
+from eipctl.sandbox.testbed.processes import Process, install_signal_handlers, wait_for
 from eipctl.sandbox.testbed.remote import RemoteCluster
 
 __all__ = [

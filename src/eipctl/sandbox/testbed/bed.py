@@ -17,7 +17,6 @@ import functools
 import itertools
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -34,7 +33,11 @@ from eipctl.sandbox.testbed.kube import Kube
 from eipctl.sandbox.testbed.loop import BackgroundLoop
 from eipctl.sandbox.testbed.network import Network, NodeNet
 from eipctl.sandbox.testbed.pools import LEASE_NAMESPACE, POOLS
-from eipctl.sandbox.testbed.processes import Process, reap_leftover_processes, wait_for
+from eipctl.sandbox.testbed.processes import (
+    Process,
+    reap_leftover_processes,
+    wait_for,
+)
 from eipctl.sandbox.testbed.responder import Responder
 
 CRDS = Path(str(resources.files("eipctl") / "crds"))  # the package's CRDs (deploy/crds)
@@ -137,35 +140,15 @@ class LocalBed:
         common = ["--log-level", self.options.log_level, *QUIET]
         kubeconfig = ["--kubeconfig", str(self.run_dir / "kubeconfig")]
         lease = ["--lease-namespace", LEASE_NAMESPACE]
-        for i in range(2):
-            self.schedulers.append(
-                self._eipctl(
-                    f"scheduler-{i}",
-                    [
-                        "scheduler",
-                        *kubeconfig,
-                        *common,
-                        *lease,
-                        "--identity",
-                        f"scheduler-{i}",
-                        *self.options.scheduler_flags,
-                    ],
-                )
-            )
-            self.allocators.append(
-                self._eipctl(
-                    f"allocator-{i}",
-                    [
-                        "allocator",
-                        *kubeconfig,
-                        *common,
-                        *lease,
-                        "--identity",
-                        f"allocator-{i}",
-                        *self.options.allocator_flags,
-                    ],
-                )
-            )
+        replicated = [
+            ("scheduler", self.schedulers, self.options.scheduler_flags),
+            ("allocator", self.allocators, self.options.allocator_flags),
+        ]
+        for i in range(2):  # two replicas each: a leader and a standby
+            for component, replicas, extra in replicated:
+                name = f"{component}-{i}"
+                args = [component, *kubeconfig, *common, *lease, "--identity", name, *extra]
+                replicas.append(self._eipctl(name, args))
         for node in self.network.nodes:
             flags = ["controller", "--node-name", node.name, "--iface", "eth0", *common]
             flags += ["--kubeconfig", str(self.run_dir / f"kubeconfig-{node.name}")]
@@ -371,44 +354,19 @@ class LocalBed:
                 for ip in node.external_addresses():
                     left.append(f"{ip} on {node.name}")
                     node.del_address(ip)
-        self.wait_heartbeating(self.node_names, timeout)
-        wait_for(self._macs_published, timeout, interval=0.1, what="a pass by every controller")
+        self.kube.wait_heartbeating(self.node_names, timeout)
+        wait_for(
+            lambda: self.kube.macs_published(self.node_names),
+            timeout,
+            interval=0.1,
+            what="a pass by every controller",
+        )
         # what a restarted controller does after this is seen by the next heal()
         lost = self.admin_addresses_lost(self.node_names)
         if left:
             raise RuntimeError(f"eipctl did not clean up (removed by hand now): {left}")
         if lost:
             raise RuntimeError(f"eipctl removed admin addresses (put back now): {lost}")
-
-    def _macs_published(self) -> bool:
-        """Whether every IpNode shows its link's MACs, which its controller publishes after
-        a pass over the link (right after the bed starts: after its start-up purge)."""
-        published = {
-            n["metadata"]["name"]
-            for n in self.kube.ipnodes()
-            if (n.get("status") or {}).get("macs")
-        }
-        return published >= set(self.node_names)
-
-    def heartbeats(self) -> dict[str, int]:
-        return {
-            n["metadata"]["name"]: int((n.get("status") or {}).get("heartbeat") or 0)
-            for n in self.kube.ipnodes()
-        }
-
-    def wait_heartbeating(self, nodes: list[str], timeout: float = 30.0) -> None:
-        """Until each node's IpNode heartbeat has moved twice (its controller is back in
-        service, as the scheduler sees it)."""
-        first = self.heartbeats()
-        seen: dict[str, set[int]] = {n: {first.get(n, -1)} for n in nodes}
-
-        def moving() -> bool:
-            for name, beat in self.heartbeats().items():
-                if name in seen:
-                    seen[name].add(beat)
-            return all(len(beats) >= 3 for beats in seen.values())
-
-        wait_for(moving, timeout, interval=0.1, what=f"heartbeats of {nodes}")
 
     def log_lines(self, since: dict[str, int], *words: str) -> list[str]:
         """Lines with any of `words` that processes logged after the offsets in `since`
@@ -434,13 +392,3 @@ class LocalBed:
                 )
                 parts.append(f"--- {proc.name} ({state}) {proc.log_path}\n{proc.log_tail(lines)}")
         return "\n".join(parts)
-
-
-def install_signal_handlers() -> None:
-    """SIGTERM/SIGHUP behave like Ctrl-C in scripts, so `with LocalBed()` cleans up."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, interrupt)

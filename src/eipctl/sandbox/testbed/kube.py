@@ -19,6 +19,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from eipctl.sandbox.testbed.loop import BackgroundLoop
+from eipctl.sandbox.testbed.processes import wait_for
 
 GROUP, VERSION = "eipctl.io", "v1alpha1"
 RETRIES = 5
@@ -134,6 +135,35 @@ class Kube:
     def ipnodes(self) -> list[Obj]:
         out = self._custom(self.custom.list_cluster_custom_object, GROUP, VERSION, "ipnodes")
         return list(out["items"])
+
+    def heartbeats(self) -> dict[str, int]:
+        """{node: its IpNode's heartbeat counter}."""
+        return {
+            n["metadata"]["name"]: int((n.get("status") or {}).get("heartbeat") or 0)
+            for n in self.ipnodes()
+        }
+
+    def wait_heartbeating(self, nodes: list[str], timeout: float = 30.0) -> None:
+        """Until each node's IpNode heartbeat has moved twice (its controller is back in
+        service, as the scheduler sees it)."""
+        first = self.heartbeats()
+        seen: dict[str, set[int]] = {n: {first.get(n, -1)} for n in nodes}
+
+        def moving() -> bool:
+            for name, beat in self.heartbeats().items():
+                if name in seen:
+                    seen[name].add(beat)
+            return all(len(beats) >= 3 for beats in seen.values())
+
+        wait_for(moving, timeout, interval=0.1, what=f"heartbeats of {nodes}")
+
+    def macs_published(self, nodes: list[str]) -> bool:
+        """Whether every node's IpNode shows its link's MACs, which its controller publishes
+        after a pass over the link (right after a start: after its start-up purge)."""
+        published = {
+            n["metadata"]["name"] for n in self.ipnodes() if (n.get("status") or {}).get("macs")
+        }
+        return published >= set(nodes)
 
     def pools(self) -> list[Obj]:
         out = self._custom(self.custom.list_cluster_custom_object, GROUP, VERSION, "ipclaimpools")

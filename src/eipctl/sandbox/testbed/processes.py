@@ -171,3 +171,13 @@ def reap_leftover_processes(parent: Path, prefix: str) -> list[str]:
                 killed.append(f"{name}({pid_text})")
         pid_file.unlink(missing_ok=True)
     return killed
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM/SIGHUP behave like Ctrl-C in scripts, so `with LocalBed()` cleans up."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
