@@ -35,6 +35,12 @@ class EventApi(Protocol):
     ) -> Obj: ...
 
 
+def reference(api_version: str, kind: str, obj: Obj) -> Obj:
+    """`obj` as the involved object of an Event: informers and the API drop apiVersion and
+    kind from items, so the caller names them; metadata (uid, resourceVersion) is kept."""
+    return {"apiVersion": api_version, "kind": kind, "metadata": dict(obj.get("metadata") or {})}
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -80,6 +86,28 @@ class EventRecorder:
             return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def tell(
+        self, involved: Obj, type_: EventType, reason: str, message: str, **fields: object
+    ) -> None:
+        """Log a decision about an object and post it as an Event on that object, in one
+        call, so the log line and what `kubectl describe` shows say the same thing.
+
+        The log line is `object.event` (a warning for a Warning Event) with the object's
+        kind, name and namespace, the reason, the message as `detail`, and `fields`.
+        """
+        meta = involved.get("metadata") or {}
+        level = log.warning if type_ == "Warning" else log.info
+        level(
+            "object.event",
+            kind=involved.get("kind"),
+            name=meta.get("name"),
+            namespace=meta.get("namespace"),
+            reason=reason,
+            detail=message,
+            **fields,
+        )
+        self.emit(involved, type_, reason, message)
 
     async def flush(self) -> None:
         """Wait for scheduled posts (tests, shutdown)."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import structlog
+
 from eipctl.kube.client import EVENTS
 from eipctl.kube.errors import ServerError
-from eipctl.kube.events import EventRecorder
+from eipctl.kube.events import EventRecorder, reference
 
 from .kube_fakes import FakeApi
 
@@ -83,3 +85,42 @@ async def test_a_burst_is_posted_a_few_at_a_time_and_the_backlog_is_bounded() ->
     assert api.peak == 3
     assert api.created == 50
     assert recorder.dropped == 30
+
+
+async def test_tell_logs_the_decision_and_posts_the_same_words_as_an_event() -> None:
+    api = FakeApi()
+    rec = EventRecorder(api, "eipctl-allocator")
+    svc = reference("v1", "Service", {"metadata": {"name": "web", "namespace": "shop"}})
+    with structlog.testing.capture_logs() as logs:
+        rec.tell(svc, "Warning", "IPInUse", "198.51.100.1 is set by hand on shop/hand", ip="x")
+        rec.tell(CLAIM, "Normal", "Placed", "on node-a")
+        await rec.flush()
+    lines = [entry for entry in logs if entry["event"] == "object.event"]
+    assert lines == [
+        {
+            "event": "object.event",
+            "log_level": "warning",
+            "kind": "Service",
+            "name": "web",
+            "namespace": "shop",
+            "reason": "IPInUse",
+            "detail": "198.51.100.1 is set by hand on shop/hand",
+            "ip": "x",
+        },
+        {
+            "event": "object.event",
+            "log_level": "info",
+            "kind": "IpClaim",
+            "name": "203-0-113-7",
+            "namespace": None,
+            "reason": "Placed",
+            "detail": "on node-a",
+        },
+    ]
+    posted = sorted(events(api), key=lambda e: e["reason"])
+    assert [(e["type"], e["reason"], e["message"]) for e in posted] == [
+        ("Warning", "IPInUse", "198.51.100.1 is set by hand on shop/hand"),
+        ("Normal", "Placed", "on node-a"),
+    ]
+    assert posted[0]["involvedObject"]["kind"] == "Service"
+    assert posted[0]["metadata"]["namespace"] == "shop"
