@@ -16,6 +16,7 @@ they already have; that is exactly the failover case: routers that had the old M
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 from ipaddress import IPv4Address, IPv6Address
 
 import structlog
@@ -32,36 +33,56 @@ DEFAULT_COUNT = 3
 DEFAULT_INTERVAL = 1.1
 
 
-async def _announce_ipv4(ifname: str, ip: IPv4Address, count: int, interval: float) -> int:
+StillOurs = Callable[[], bool]
+"""Asked before every round: False stops the schedule (the holder may no longer answer)."""
+
+
+async def _rounds(count: int, interval: float, still_ours: StillOurs | None) -> AsyncIterator[int]:
+    """The rounds of a schedule, `interval` apart, while `still_ours()` holds. A process
+    frozen (SIGSTOP) or starved between two rounds must not send the next one late: by then
+    the address may have moved, and a stale gratuitous ARP would point clients back here."""
+    for round_no in range(count):
+        if round_no:
+            await asyncio.sleep(interval)
+        if still_ours is not None and not still_ours():
+            return
+        yield round_no
+
+
+async def _announce_ipv4(
+    ifname: str, ip: IPv4Address, count: int, interval: float, still_ours: StillOurs | None
+) -> int:
     """Owns one AF_PACKET socket for the whole schedule (opening one per round would cost
     an RCU grace period each time)."""
+    sent = 0
     async with packet_socket(ifname) as (sock, mac):
         batch = (frames.arp_announcement(mac, ip), frames.arp_reply_announcement(mac, ip))
-        for round_no in range(count):
-            if round_no:
-                await asyncio.sleep(interval)
+        async for _ in _rounds(count, interval, still_ours):
             try:
                 for frame in batch:
                     sock.send(frame)
             except OSError as exc:
                 raise SocketError(f"sending GARP for {ip} on {ifname}: {exc}") from exc
             ANNOUNCEMENTS_SENT.labels(family="ipv4").inc(len(batch))
-    return count * len(batch)
+            sent += len(batch)
+    return sent
 
 
-async def _announce_ipv6(ifname: str, ip: IPv6Address, count: int, interval: float) -> int:
+async def _announce_ipv6(
+    ifname: str, ip: IPv6Address, count: int, interval: float, still_ours: StillOurs | None
+) -> int:
     """Owns one raw ICMPv6 socket, bound to the announced address, for the schedule."""
+    sent = 0
     body = frames.neighbour_advertisement(ip, hardware_address(ifname))
     with icmpv6_socket(ifname, ip) as (sock, index):
-        for round_no in range(count):
-            if round_no:
-                await asyncio.sleep(interval)
+        async for _ in _rounds(count, interval, still_ours):
             try:
                 sock.sendto(body, (str(frames.ALL_NODES), 0, 0, index))
             except OSError as exc:
                 raise SocketError(f"sending NA for {ip} on {ifname}: {exc}") from exc
             ANNOUNCEMENTS_SENT.labels(family="ipv6").inc()
-    return count
+            sent += 1
+    return sent
 
 
 async def announce(
@@ -71,18 +92,20 @@ async def announce(
     *,
     count: int = DEFAULT_COUNT,
     interval: float = DEFAULT_INTERVAL,
+    still_ours: StillOurs | None = None,
 ) -> int:
     """Announce `ip` on `ifname` `count` times, `interval` seconds apart; returns frames sent.
 
     The address must already be on the link (IPv6: it is bound as the source). Cancelling
-    stops the remaining rounds at once; a `NetError` stops them too and propagates.
+    stops the remaining rounds at once; a `NetError` stops them too and propagates; so does
+    `still_ours()` turning False before a round.
     """
     addr = parse_ip(ip)
     if count < 1 or interval < 0:
         raise ValueError("count must be >= 1 and interval >= 0")
     if isinstance(addr, IPv4Address):
-        sent = await _announce_ipv4(ifname, addr, count, interval)
+        sent = await _announce_ipv4(ifname, addr, count, interval, still_ours)
     else:
-        sent = await _announce_ipv6(ifname, addr, count, interval)
+        sent = await _announce_ipv6(ifname, addr, count, interval, still_ours)
     log.info("address announced", ifname=ifname, ip=str(addr), frames=sent, rounds=count)
     return sent

@@ -13,6 +13,7 @@ rules, so a test against the memory backend says something true about the real o
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
@@ -68,7 +69,11 @@ class Announcer(Protocol):
     Real: `eipctl.net.announce.announce`; simulated: `MemoryLinkBackend.announce`.
     """
 
-    async def __call__(self, ifname: str, ip: str | IPAddress, /) -> int: ...
+    async def __call__(
+        self, ifname: str, ip: str | IPAddress, /, *, still_ours: Callable[[], bool] | None = None
+    ) -> int:
+        """`still_ours()`, when given, is asked before every round; False ends the schedule."""
+        ...
 
 
 class Prober(Protocol):

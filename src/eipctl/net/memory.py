@@ -165,19 +165,30 @@ class MemoryLinkBackend:
 
     # -- Announcer / Prober --------------------------------------------------------------
     async def announce(
-        self, ifname: str, ip: str | IPAddress, /, *, count: int = 3, interval: float = 0.0
+        self,
+        ifname: str,
+        ip: str | IPAddress,
+        /,
+        *,
+        count: int = 3,
+        interval: float = 0.0,
+        still_ours: Callable[[], bool] | None = None,
     ) -> int:
         """Like `announce.announce`: the address must be on the link; returns frames sent."""
         addr = parse_ip(ip)
         if not self.has_address(ifname, addr):
             raise SocketError(f"{addr} is not on {ifname}")
         segment = self._segments.get(ifname)
+        rounds = 0
         for n in range(count):
             if n and interval:
                 await asyncio.sleep(interval)
+            if still_ours is not None and not still_ours():
+                break
             if segment is not None:
                 segment.announced(addr, self.mac_of(ifname))
-        return count * (2 if addr.version == 4 else 1)
+            rounds += 1
+        return rounds * (2 if addr.version == 4 else 1)
 
     async def probe(self, ifname: str, ip: str | IPAddress, /) -> Conflict | None:
         """Like `probe.probe`: another member of the segment holding `ip` is a conflict."""

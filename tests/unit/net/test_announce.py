@@ -76,6 +76,25 @@ async def test_cancel_stops_remaining_rounds(sent: list[tuple[bytes, float]]) ->
     assert len(sent) == 2  # the first round's two frames
 
 
+@pytest.mark.parametrize(("ip", "per_round"), [("192.0.2.1", 2), ("2001:db8::1", 1)])
+async def test_a_round_is_sent_only_while_the_address_is_still_ours(
+    sent: list[tuple[bytes, float]], ip: str, per_round: int
+) -> None:
+    """A process frozen between two rounds (SIGSTOP, a starved loop) wakes up after the
+    address may have moved: the round it owes is dropped once `still_ours()` says no."""
+    asked: list[int] = []
+
+    def still_ours() -> bool:
+        asked.append(len(sent))
+        return len(asked) <= 2  # yes for the first two rounds, then no
+
+    assert await announce("eth0", ip, count=4, interval=0, still_ours=still_ours) == 2 * per_round
+    assert len(sent) == 2 * per_round
+    assert asked == [0, per_round, 2 * per_round]  # asked before each round, stops at once
+    assert await announce("eth0", ip, count=2, interval=0, still_ours=lambda: False) == 0
+    assert len(sent) == 2 * per_round
+
+
 @pytest.mark.parametrize(("count", "interval"), [(0, 1.0), (1, -1.0)])
 async def test_announce_rejects_bad_schedule(count: int, interval: float) -> None:
     with pytest.raises(ValueError, match="count"):
