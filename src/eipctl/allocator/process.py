@@ -18,7 +18,7 @@ from eipctl.allocator import metrics
 from eipctl.allocator.keys import AllocatorKey, AllPools, ClaimKey, PoolKey, ServiceKey
 from eipctl.allocator.pools import PoolReconciler
 from eipctl.allocator.services import ServiceReconciler
-from eipctl.allocator.state import Caches, Term
+from eipctl.allocator.state import CLAIM_INDEXERS, Caches, Term
 from eipctl.core.allocation import AllocationBook
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, NAMESPACES, SERVICES, KubeApi, Obj
 from eipctl.kube.informer import ChangeFunc
@@ -58,7 +58,7 @@ class Allocator:
         self.events = m.recorder
         self.caches = Caches(
             services=m.informer(SERVICES, writer_cache=True),
-            claims=m.informer(IPCLAIMS, writer_cache=True),
+            claims=m.informer(IPCLAIMS, writer_cache=True, indexers=CLAIM_INDEXERS),
             pools=m.informer(IPCLAIMPOOLS, writer_cache=True),
             namespaces=m.informer(NAMESPACES),
         )

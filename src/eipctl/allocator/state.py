@@ -6,6 +6,9 @@ starts and rebuilt from the caches *before* any work is taken: existing claims f
 IPs that Services record but no claim backs, so nothing is handed out twice.
 
 Queue keys (`allocator.keys`): a Service, a pool, a claim, or all pools at once.
+
+The claims cache is indexed by pool (`CLAIM_INDEXERS`): a pool's reconcile, queued after
+every claim change, reads its claims from the index instead of scanning every claim.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from eipctl.core.naming import (
 )
 from eipctl.kube.client import Obj, object_key
 from eipctl.kube.events import EventRecorder
-from eipctl.kube.informer import Informer
+from eipctl.kube.informer import IndexFunc, Informer, index_by_label
 from eipctl.kube.workqueue import WorkQueue
 from eipctl.kube.writer import SerializedWriter
 
@@ -44,6 +47,10 @@ log = structlog.get_logger(__name__)
 
 POOL_STATUS_DELAY = 0.3
 """Pool status is rewritten at most this often while claims churn (one write per burst)."""
+CLAIMS_BY_POOL = "pool"
+"""The claims cache's index of the pool label (`Term.claims_in_pool`)."""
+CLAIM_INDEXERS: Mapping[str, IndexFunc] = {CLAIMS_BY_POOL: index_by_label(LABEL_POOL)}
+"""The indexes the claims informer must keep (process.py passes them)."""
 
 
 @dataclass
@@ -226,6 +233,5 @@ class Term:
         }
 
     def claims_in_pool(self, pool: str) -> list[Obj]:
-        return [
-            obj for obj in self.caches.claims.objects() if labels_of(obj).get(LABEL_POOL) == pool
-        ]
+        """The cached claims labelled with ``pool`` (per-node copies too), in no order."""
+        return self.caches.claims.by_index(CLAIMS_BY_POOL, pool)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 import structlog
 
@@ -37,8 +38,10 @@ def make_prober(timeout: float) -> Prober | None:
 
 
 def make_announcer(count: int, interval: float) -> Announcer:
-    async def announcer(link: str, ip: str | IPAddress, /) -> int:
-        return await announce(link, ip, count=count, interval=interval)
+    async def announcer(
+        link: str, ip: str | IPAddress, /, *, still_ours: Callable[[], bool] | None = None
+    ) -> int:
+        return await announce(link, ip, count=count, interval=interval, still_ours=still_ours)
 
     return announcer
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -175,9 +176,15 @@ class SimulatedNode:
             )
             apis.append(heartbeat_api)
 
-            async def announcer(link: str, ip: str | IPAddress, /) -> int:
+            async def announcer(
+                link: str, ip: str | IPAddress, /, *, still_ours: Callable[[], bool] | None = None
+            ) -> int:
                 return await backend.announce(
-                    link, ip, count=ANNOUNCE_COUNT, interval=ANNOUNCE_INTERVAL
+                    link,
+                    ip,
+                    count=ANNOUNCE_COUNT,
+                    interval=ANNOUNCE_INTERVAL,
+                    still_ours=still_ours,
                 )
 
             self.controller = NodeController(
