@@ -67,7 +67,10 @@ AREAS: dict[str, Area] = {
         "kube/writer.py and write_ids.py: conflict re-apply, ambiguous creates, write ids",
         mutate=("src/eipctl/kube/writer.py", "src/eipctl/kube/write_ids.py"),
         # + the reservation stories: in-process (the allocator runs in the test's loop), 3 s
-        tests=("tests/unit/kube/test_writer*.py", "tests/integration/test_allocator_reservation.py"),
+        tests=(
+            "tests/unit/kube/test_writer*.py",
+            "tests/integration/test_allocator_reservation.py",
+        ),
     ),
     "leader": Area(
         "kube/leader.py: the elector, renew deadline, stepping down",
