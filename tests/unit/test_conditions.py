@@ -11,6 +11,7 @@ from eipctl.core.conditions import (
     conditions_from_list,
     find_condition,
     put_condition,
+    readable_conditions,
     set_condition,
 )
 from eipctl.core.fields import ResourceError
@@ -56,6 +57,32 @@ def test_put_condition_writes_only_a_change_and_replaces_an_unreadable_list() ->
     broken: dict[str, object] = {"conditions": "not a list"}
     put_condition(broken, ready("True", T1))
     assert broken["conditions"] == [ready("True", T1).to_dict()]
+
+
+def test_put_condition_keeps_the_readable_entries_of_a_malformed_list() -> None:
+    """One rule for every writer: unreadable entries are dropped, the rest kept, so a hand
+    edit the schema missed neither blocks the write nor erases another writer's condition."""
+    other = Condition(type="Other", status="True", last_transition_time=T0)
+    status: dict[str, object] = {
+        "conditions": [
+            {"type": "Ready", "status": "Maybe", "lastTransitionTime": "2026-11-30T05:00:00Z"},
+            "not a condition",
+            other.to_dict(),
+            {**other.to_dict(), "status": "False"},  # a type seen twice: the first counts
+        ]
+    }
+    put_condition(status, ready("True", T1))
+    assert status["conditions"] == [other.to_dict(), ready("True", T1).to_dict()]
+    assert readable_conditions(None) == () and readable_conditions({"a": 1}) == ()
+
+
+def test_put_condition_only_if_present_adds_nothing() -> None:
+    status: dict[str, object] = {}
+    put_condition(status, ready("False", T1), only_if_present=True)
+    assert status == {}
+    put_condition(status, ready("True", T0))
+    put_condition(status, ready("False", T1), only_if_present=True)
+    assert status["conditions"] == [ready("False", T1).to_dict()]
 
 
 def test_time_normalised_to_utc_seconds() -> None:

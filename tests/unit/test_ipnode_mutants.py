@@ -29,6 +29,8 @@ def test_a_full_status_round_trips() -> None:
     assert isinstance(whole.restart_grace_seconds, float)
     assert IpNodeStatus.from_dict({}).restart_grace_seconds is None
     assert IpNodeStatus.from_dict({}).to_dict() == {"heartbeat": 0}
+    assert status.restart_grace == 2.5
+    assert IpNodeStatus.from_dict({}).restart_grace == 0.0
 
 
 @pytest.mark.parametrize(

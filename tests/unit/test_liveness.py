@@ -1,7 +1,8 @@
 """Heartbeat liveness on an injected clock.
 
 Most cases keep a second node, "w" (witness), beating so that the observer's view counts as
-current; the stall cases leave it out on purpose.
+current; the stall cases leave it out on purpose. The ``fresh_reads`` cases are the
+controller's judge of a previous holder: one node, read fresh each time, no witness.
 """
 
 from __future__ import annotations
@@ -134,6 +135,61 @@ def test_next_death_and_transitions() -> None:
 def test_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         Liveness(0)
+
+
+def test_fresh_reads_judge_a_holder_alone_on_our_clock() -> None:
+    """A controller judging the previous holder: first sight live, dead once unchanged for
+    the timeout with no other node to compare with, live again when it changes, dead when
+    its IpNode is gone (forgotten: its return is first sight again)."""
+    lv = Liveness(1.0, fresh_reads=True)
+    lv.observe("n1", 5, 100.0)
+    assert lv.is_live("n1", 100.0)  # first sight
+    lv.observe("n1", 5, 100.9)
+    assert lv.is_live("n1", 100.9)
+    lv.observe("n1", 5, 101.0)
+    assert not lv.is_live("n1", 101.0)
+    assert lv.suspects(101.0) == frozenset()  # no stale-view rule to hold it
+    lv.observe("n1", 6, 101.0)
+    assert lv.is_live("n1", 101.0)  # it came back
+    lv.forget("n1")  # no IpNode
+    assert not lv.is_live("n1", 101.0)
+    lv.observe("n1", 6, 110.0)
+    assert lv.is_live("n1", 110.0)  # not "unchanged for 9 s"
+
+
+def test_fresh_reads_honour_the_restart_grace() -> None:
+    lv = Liveness(1.0, fresh_reads=True)
+    lv.observe("n1", 8, 0.0, grace=30.0)  # a holder restarting: its last heartbeat
+    assert lv.is_live("n1", 29.9)
+    assert not lv.is_live("n1", 30.0)
+    lv.observe("n1", 0, 31.0)  # the new process beats
+    assert lv.is_live("n1", 31.9)
+    assert not lv.is_live("n1", 32.0)
+
+
+beat_lists = st.lists(
+    st.tuples(
+        st.floats(0, 5),
+        st.sampled_from(["a", "b", "c"]),
+        st.integers(0, 3),
+        st.sampled_from([0.0, 0.0, 3.0]),
+    ),
+    max_size=40,
+)
+
+
+@given(beat_lists, st.floats(0.01, 2), st.floats(0, 10))
+def test_fresh_reads_are_the_watched_rules_without_the_stale_view_rule(
+    beats: list[tuple[float, str, int, float]], timeout: float, probe: float
+) -> None:
+    """One judge: first sight, changes, grace and forgetting decide alike; only the nodes the
+    stale-view rule keeps live (suspects) differ."""
+    watched, fresh = Liveness(timeout), Liveness(timeout, fresh_reads=True)
+    for t, node, v, grace in sorted(beats):
+        assert watched.observe(node, v, t, grace) == fresh.observe(node, v, t, grace)
+    assert fresh.live(probe) == watched.live(probe) - watched.suspects(probe)
+    assert fresh.suspects(probe) == frozenset()
+    assert fresh.next_death(probe) == watched.next_death(probe)
 
 
 @given(

@@ -12,12 +12,21 @@ from eipctl.core.naming import (
     DNS1123_SUBDOMAIN,
     claim_name_for,
     ip_for_claim_name,
-    is_claim_name,
     is_dns1123_subdomain,
     is_label_value,
     node_claim_name_for,
     parse_node_claim_name,
 )
+
+
+def is_claim_name(name: str) -> bool:
+    """True if ``name`` is the claim name of some IP (it parses back to one)."""
+    try:
+        ip_for_claim_name(name)
+    except ValueError:
+        return False
+    return True
+
 
 MAPPED = ipaddress.ip_network("::ffff:0:0/96")
 

@@ -8,7 +8,6 @@ from eipctl.core.naming import (
     MAX_NAME_LENGTH,
     claim_name_for,
     ip_for_claim_name,
-    is_claim_name,
     is_dns1123_subdomain,
     node_claim_name_for,
     parse_ip,
@@ -52,7 +51,8 @@ def test_refusals_say_what_is_wrong(call: object, message: str) -> None:
     assert str(caught.value) == message
 
 
-def test_is_claim_name() -> None:
-    assert is_claim_name("192-0-2-1")
-    assert is_claim_name("2001-db8--1")
-    assert not is_claim_name("2001-db8-0-0-0-0-0-1")
+def test_claim_names_parse_back_only_when_canonical() -> None:
+    assert str(ip_for_claim_name("192-0-2-1")) == "192.0.2.1"
+    assert str(ip_for_claim_name("2001-db8--1")) == "2001:db8::1"
+    with pytest.raises(ValueError):
+        ip_for_claim_name("2001-db8-0-0-0-0-0-1")

@@ -21,12 +21,10 @@ from eipctl.core.node_claims import (
     may_acquire,
     new_ip,
     node_edit,
-    parse_provider_id,
     rank_reuse,
     reference_counts,
     release_decision,
     reusable,
-    wants_ip,
 )
 from eipctl.core.pool import Pool
 from eipctl.core.resources import IpClaimPool
@@ -47,10 +45,9 @@ def claim(ip: str, node: str = "", pool: str = "p", **kw: object) -> NodeClaim:
 
 
 def test_who_asks_and_who_may_acquire() -> None:
-    assert wants_ip(nv("a"))
-    assert not wants_ip(nv("a", {}))
-    assert not wants_ip(nv("a", {LABEL_AUTO_ASSIGN: "false"}))
-    assert not wants_ip(None)
+    assert nv("a").auto_assign
+    assert not nv("a", {}).auto_assign
+    assert not nv("a", {LABEL_AUTO_ASSIGN: "false"}).auto_assign
     assert may_acquire(nv("a"))
     assert not may_acquire(nv("a", unschedulable=True))  # cordoned: keeps, never gets
 
@@ -185,12 +182,6 @@ def test_new_ip_lowest_free_ignoring_outsiders() -> None:
     assert str(new_ip(pool, used)) == "192.0.2.2"
     full = [ipaddress.ip_address(f"192.0.2.{i}") for i in range(1, 7)]
     assert new_ip(pool, full) is None
-
-
-def test_parse_provider_id() -> None:
-    assert parse_provider_id("aws:///us-east-1a/i-0abc") == ("aws", "i-0abc")
-    with pytest.raises(ValueError):
-        parse_provider_id("i-0abc")
 
 
 # --- the pool's provider field (core/resources.py, deploy/crds) -----------------------------

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft4Validator, FormatChecker
 
 from eipctl.core.conditions import Condition
-from eipctl.core.naming import LABEL_NODE, LABEL_POOL
+from eipctl.core.naming import LABEL_NODE, LABEL_POOL, claim_name_for
 from eipctl.core.resources import (
     MAX_COUNT,
     IpClaim,
@@ -225,14 +225,14 @@ def test_examples_parse_and_survive_unchanged(name: str) -> None:
     assert out["metadata"] == d["metadata"]
 
 
-def test_accessors_and_for_ip() -> None:
-    claim = IpClaim.for_ip(
-        "2001:db8::7", pool="doc-v6", prefix_length=128, services=("default/web",)
+def test_accessors() -> None:
+    claim = IpClaim(
+        metadata={"name": claim_name_for("2001:db8::7"), "labels": {LABEL_POOL: "doc-v6"}},
+        spec=IpClaimSpec(ip="2001:db8::7", prefix_length=128, services=("default/web",)),
     )
     assert claim.name == "2001-db8--7"
     assert claim.pool == "doc-v6"
     assert claim.labels == {LABEL_POOL: "doc-v6"}
-    assert claim.node_label == ""
     assert claim.resource_version is None
     assert claim.status.phase == "Pending"
     placed = dataclasses.replace(

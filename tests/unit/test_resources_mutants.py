@@ -1,5 +1,5 @@
 """core/resources.py: IpClaimPool and IpClaim parse errors name the field and say what is
-wrong, exactly; `IpClaim.for_ip` fills what it is given (docs/testing.md, "Mutation")."""
+wrong, exactly (docs/testing.md, "Mutation")."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from eipctl.core.fields import ResourceError
 from eipctl.core.resources import (
     MAX_COUNT,
-    IpClaim,
     IpClaimPoolSpec,
     IpClaimPoolStatus,
     IpClaimSpec,
@@ -102,9 +101,3 @@ def test_claim_status_errors() -> None:
         with pytest.raises(ResourceError) as caught:
             IpClaimStatus.from_dict(status)
         assert str(caught.value) == message
-
-
-def test_for_ip_fills_what_it_is_given() -> None:
-    claim = IpClaim.for_ip("192.0.2.1", pool="p", prefix_length=24, services=("default/web",))
-    assert claim.spec == IpClaimSpec(ip="192.0.2.1", prefix_length=24, services=("default/web",))
-    assert claim.pool == "p"

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eipctl.core.allocation_inputs import ClaimInfo, PoolInfo, ServiceInfo
+from eipctl.core.claims import allocator_claim, is_per_node_copy
 from eipctl.core.conditions import (
     READY,
     Condition,
@@ -21,14 +22,11 @@ from eipctl.core.fields import Mutation, Obj, ResourceError, meta_of, name_of
 from eipctl.core.naming import (
     ANNOTATION_ALLOCATED_IPS,
     ANNOTATION_CLAIM_SHARING_KEY,
-    API_VERSION,
     CONDITION_IN_POOL,
     LABEL_ORIGIN,
     LABEL_POOL,
-    ORIGIN_ALL_NODES,
     ORIGIN_ALLOCATOR,
     POOL_FINALIZER,
-    claim_name_for,
     parse_ip,
 )
 from eipctl.core.pool import IPAddress, Pool, PoolError, find_overlaps
@@ -110,7 +108,7 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo | None:
     and a copy coming or going must not be taken for it.
     """
     meta = meta_of(obj)
-    if (meta.get("labels") or {}).get(LABEL_ORIGIN) == ORIGIN_ALL_NODES:
+    if is_per_node_copy(obj):
         return None
     spec = obj.get("spec") or {}
     try:
@@ -173,17 +171,12 @@ def pool_infos(objs: Iterable[Mapping[str, Any]]) -> list[PoolInfo]:
 
 
 def new_claim(ip: IPAddress, pool: PoolInfo | None, pool_name: str, service: str, key: str) -> Obj:
-    """The IpClaim that reserves ``ip`` for ``service`` (its name is derived from the IP)."""
-    meta: Obj = {
-        "name": claim_name_for(ip),
-        "labels": {LABEL_POOL: pool_name, LABEL_ORIGIN: ORIGIN_ALLOCATOR},
-    }
-    if key:
-        meta["annotations"] = {ANNOTATION_CLAIM_SHARING_KEY: key}
-    prefix = pool.prefix_length if pool is not None and pool.prefix_length else None
-    spec: Obj = {"ip": str(ip), "prefixLength": prefix or (32 if ip.version == 4 else 128)}
-    spec["services"] = [service]
-    return {"apiVersion": API_VERSION, "kind": "IpClaim", "metadata": meta, "spec": spec}
+    """The IpClaim that reserves ``ip`` for ``service``, with its pool's mask
+    (`core.claims.allocator_claim` spells it)."""
+    prefix = pool.prefix_length if pool is not None else None
+    return allocator_claim(
+        ip, pool=pool_name, prefix_length=prefix, service=service, sharing_key=key
+    )
 
 
 class Refused(Exception):  # noqa: N818 (an outcome, like Conflict)

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from eipctl.core.addresses import Address
+from eipctl.core.claims import is_bound_on, node_of
+from eipctl.core.link_plan import Address
 from eipctl.core.naming import claim_name_for
 from eipctl.kube.client import Obj
 
@@ -52,13 +53,12 @@ class Handover:
         except Exception as exc:  # cannot tell: do not hold on a guess
             log.info("handover.lookup.failed", address=str(addr), error=repr(exc))
             return False
-        new_node = str(((obj or {}).get("spec") or {}).get("nodeName") or "")
-        status = (obj or {}).get("status") or {}
+        new_node = node_of(obj or {})
         if (
             obj is None  # the claim is gone: the IP is released
             or not new_node
             or new_node == self._node
-            or (status.get("phase") == "Bound" and status.get("boundNode") == new_node)
+            or is_bound_on(obj, new_node)
         ):
             self._since.pop(addr, None)
             return False

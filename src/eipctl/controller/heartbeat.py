@@ -6,7 +6,7 @@ counter is written by this process only, and it must never wait behind another w
 claim status retry, an IpNode addresses update) or behind a connection another request
 holds. Each write is bounded by `node_timeout`: a heartbeat that took longer is worthless.
 
-Fencing runs on our own monotonic clock (`core.addresses.Fence`): the watchdog sleeps until
+Fencing runs on our own monotonic clock (`core.fence.Fence`): the watchdog sleeps until
 the exact moment the last success becomes `node_timeout` old, so the node fences within a
 few milliseconds of the deadline even while a heartbeat request hangs.
 """
@@ -20,17 +20,15 @@ from typing import Any, Protocol
 
 import structlog
 
-from eipctl.core.addresses import Fence, FenceTransition
+from eipctl.core.fence import Fence, FenceTransition
 from eipctl.core.fields import Mutation, labels_of
+from eipctl.core.ipnode import HEARTBEAT, RESTART_GRACE_SECONDS, IpNode
 from eipctl.kube.client import IPNODES, NODES, Obj, ResourceRef, Subresource
 from eipctl.kube.errors import AlreadyExists, Forbidden, NotFound
 
 from .metrics import FENCE_TRANSITIONS, FENCED, HEARTBEAT_AGE, HEARTBEATS
 
 log = structlog.get_logger(__name__)
-
-GRACE = "restartGraceSeconds"
-"""IpNode status field: how long the scheduler should wait for a restarting controller."""
 
 
 class NodeApi(Protocol):
@@ -98,12 +96,11 @@ async def register(api: NodeApi, writer: NodeWriter, node: str, link: str) -> in
             return 0
         except AlreadyExists:
             current = await api.get(IPNODES, node)
-    have_link = (current.get("spec") or {}).get("link")
-    have_labels = labels_of(current)
-    if have_link != link or (labels is not None and have_labels != labels):
+    have = IpNode.from_dict(current)
+    if have.spec.link != link or (labels is not None and have.labels != labels):
         current = await writer.update(IPNODES, node, _ipnode_mutation(link, labels))
         log.info("ipnode.updated", node=node, link=link, labels=len(labels or {}))
-    return int((current.get("status") or {}).get("heartbeat") or 0)
+    return IpNode.from_dict(current).status.heartbeat
 
 
 class Heartbeat:
@@ -137,7 +134,7 @@ class Heartbeat:
         """One heartbeat write; True if it succeeded."""
         self.counter += 1
         # every beat clears a restart grace an earlier process announced (null deletes it)
-        patch: dict[str, Any] = {"status": {"heartbeat": self.counter, GRACE: None}}
+        patch: dict[str, Any] = {"status": {HEARTBEAT: self.counter, RESTART_GRACE_SECONDS: None}}
         try:
             async with asyncio.timeout(self.fence.node_timeout):
                 try:
@@ -145,7 +142,7 @@ class Heartbeat:
                 except NotFound:
                     log.warning("ipnode.missing", node=self._node)
                     self.counter = int(await self._reregister()) + 1
-                    patch["status"]["heartbeat"] = self.counter
+                    patch["status"][HEARTBEAT] = self.counter
                     await self._api.patch(IPNODES, self._node, patch, sub="status")
         except Exception as exc:  # ApiError, timeout, or a client bug: never stop beating
             HEARTBEATS.labels("error").inc()
@@ -169,7 +166,7 @@ class Heartbeat:
     async def announce_grace(self, seconds: float) -> None:
         """A last heartbeat that asks the scheduler to wait `seconds` before judging us dead."""
         self.counter += 1
-        patch = {"status": {"heartbeat": self.counter, GRACE: seconds}}
+        patch = {"status": {HEARTBEAT: self.counter, RESTART_GRACE_SECONDS: seconds}}
         await self._api.patch(IPNODES, self._node, patch, sub="status")
 
     async def run(self) -> None:

@@ -1,7 +1,7 @@
 """One level-based pass over the node's links: make them hold exactly the claims placed here.
 
 Every pass reads the whole desired state (the claim cache) and the whole actual state (the
-links), asks `core.addresses.plan` what differs and does it; there are no separate
+links), asks `core.link_plan.plan` what differs and does it; there are no separate
 create/update/delete paths, so a missed event, a restart or a hand-made change heals on the
 next pass. Order inside a pass:
 
@@ -10,8 +10,8 @@ next pass. Order inside a pass:
 2. renew the lifetime of addresses already on the link (no probe, no announcement: a
    restart never touches a working address), except that a claim placed here again while
    its handover still kept the address is announced: the other node may have announced it;
-3. add the missing ones concurrently: probe, apply the take-over rule, add, announce in the
-   background (`announcements`), then report Bound;
+3. add the missing ones concurrently: probe and apply the take-over rule (`takeover`), add,
+   announce in the background (`announcements`), then report Bound;
 4. remove what was replaced by an add on another link (a claim that changed links);
 5. report conflicts and the IpNode's real addresses.
 
@@ -23,23 +23,20 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
-from eipctl.core.addresses import (
+from eipctl.core.conflict import ConflictDecision
+from eipctl.core.fence import Fence
+from eipctl.core.link_plan import (
     Address,
     Blocked,
     BlockReason,
-    ConflictDecision,
-    Fence,
-    HolderLiveness,
     LinkView,
-    Liveness,
     PlacedClaim,
-    conflict_decision,
     ip_sort_key,
     links_to_inspect,
     plan,
@@ -58,18 +55,12 @@ from .metrics import (
     MANAGED_ADDRESSES,
     NET_ERRORS,
     PASS_SECONDS,
-    TAKEOVERS,
     TIME_TO_BOUND_SECONDS,
 )
 from .status import StatusReporter, placed_claims
+from .takeover import HolderNode, MacOwner, Takeover
 
 log = structlog.get_logger(__name__)
-
-HolderHeartbeat = Callable[[str], Awaitable[int | None]]
-"""The heartbeat counter of another node's IpNode, or None if it has none."""
-
-MacOwner = Callable[[str], Awaitable[str | None]]
-"""The eipctl node whose IpNode publishes this MAC (aa:bb:..), or None."""
 
 HANDOVER_RECHECK = 0.2
 """How soon to look again at an address held for a hand-over (seconds)."""
@@ -108,10 +99,10 @@ class LinkReconciler:
         status: StatusReporter,
         announcer: Announcer,
         prober: Prober | None = None,
-        holder_heartbeat: HolderHeartbeat | None = None,
-        holders: HolderLiveness | None = None,
+        holder_node: HolderNode | None = None,
         mac_owner: MacOwner | None = None,
         claim_lookup: ClaimLookup | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.settings = settings
         self._backend = backend
@@ -119,15 +110,20 @@ class LinkReconciler:
         self._fence = fence
         self._status = status
         self._announcements = Announcements(announcer)
-        self._prober = prober
-        self._holder_heartbeat = holder_heartbeat
-        self._mac_owner = mac_owner
+        self._takeover = Takeover(
+            settings.node,
+            node_timeout=fence.node_timeout,
+            prober=prober,
+            mac_owner=mac_owner,
+            holder_node=holder_node,
+            clock=clock or time.monotonic,
+            report_conflict=self._conflict,
+            report_failure=self._failed,
+        )
         self._handover = Handover(settings.node, claim_lookup, settings.address_lifetime)
         self._macs: dict[str, str] = {}  # link -> its MAC, published on the IpNode
-        self._holders = holders or HolderLiveness(fence.node_timeout, time.monotonic)
         self._links_used: set[str] = set()
         self._missing_links_reported: set[str] = set()
-        self._waiting: dict[str, str] = {}  # claim -> conflict message, while it waits
         self._retry: float | None = None
         self._first_seen: dict[str, float | None] = {}
         """claim -> when first seen placed here (None once counted in time-to-bound)."""
@@ -155,7 +151,7 @@ class LinkReconciler:
             desired, parsed = placed_claims(
                 self._claims.objects(), self.node, self.settings.default_link
             )
-        self._waiting = {k: v for k, v in self._waiting.items() if k in parsed}
+        self._takeover.keep_only(parsed)
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in parsed}
         for name in parsed:
             self._first_seen.setdefault(name, started)
@@ -275,7 +271,7 @@ class LinkReconciler:
 
     async def _add(self, placed: PlacedClaim, claim: IpClaim) -> None:
         addr = placed.address
-        decision = await self._decide(placed, claim)
+        decision = await self._takeover.decide(placed, claim)
         if decision is ConflictDecision.WAIT:
             return
         if not self._fence.may_hold():  # the probe took time; the heartbeat may have failed
@@ -307,81 +303,6 @@ class LinkReconciler:
         if seen is not None:
             TIME_TO_BOUND_SECONDS.observe(max(0.0, time.monotonic() - seen))
             self._first_seen[claim.name] = None
-
-    async def _decide(self, placed: PlacedClaim, claim: IpClaim) -> ConflictDecision:
-        """Probe first (unless shared or probing is off) and apply the take-over rule."""
-        addr = placed.address
-        if placed.shared or self._prober is None:
-            return ConflictDecision.ADD
-        try:
-            conflict = await self._prober(addr.link, addr.ip)
-        except NetError as exc:  # cannot probe: the API says the IP is ours, so add
-            self._failed("probe", exc, claim=claim.name, address=str(addr))
-            return ConflictDecision.ADD
-        mac = None if conflict is None else conflict.mac
-        holder = claim.status.bound_node or None
-        liveness: Liveness | None = None
-        answered_by = None if mac is None else await self._owner_of(mac)
-        if mac is not None and not answered_by and holder and holder != self.node:
-            liveness = await self._holder_liveness(holder)
-        decision = conflict_decision(
-            answered=mac is not None,
-            previous_holder=holder,
-            own_node=self.node,
-            holder_liveness=liveness,
-            answered_by=answered_by,
-        )
-        if decision is ConflictDecision.TAKE_OVER:
-            TAKEOVERS.inc()
-            log.warning(
-                "address.takeover",
-                claim=claim.name,
-                address=str(addr),
-                mac=mac_to_str(mac or b""),
-                previous_holder=holder,
-                answered_by=answered_by,
-            )
-        elif decision is ConflictDecision.WAIT:
-            who = (
-                f"previous holder {holder} is live"
-                if liveness is Liveness.LIVE
-                else ("no previous holder is known")
-            )
-            message = f"{mac_to_str(mac or b'')} already answers for {addr.ip}; {who}"
-            # one warning per new situation; the retries that find it unchanged are debug
-            level = log.debug if self._waiting.get(claim.name) == message else log.warning
-            self._waiting[claim.name] = message
-            level(
-                "address.conflict",
-                claim=claim.name,
-                address=str(addr),
-                mac=mac_to_str(mac or b""),
-                previous_holder=holder,
-                holder_liveness=liveness.value if liveness else None,
-            )
-            self._conflict(claim, "AddressInUse", message)
-        if decision is not ConflictDecision.WAIT:
-            self._waiting.pop(claim.name, None)
-        return decision
-
-    async def _owner_of(self, mac: bytes) -> str | None:
-        if self._mac_owner is None:
-            return None
-        try:
-            return await self._mac_owner(mac_to_str(mac))
-        except Exception as exc:  # unknown: fall back to the heartbeat rule
-            log.info("mac.lookup.failed", mac=mac_to_str(mac), error=repr(exc))
-            return None
-
-    async def _holder_liveness(self, holder: str) -> Liveness | None:
-        if self._holder_heartbeat is None:
-            return None
-        try:
-            heartbeat = await self._holder_heartbeat(holder)
-        except Exception as exc:  # unknown: do not take over on a guess
-            log.info("holder.lookup.failed", holder=holder, error=repr(exc))
-            return None
-        return self._holders.observe(holder, heartbeat)
 
     # -- reporting -----------------------------------------------------------------------
     def _conflict(self, claim: IpClaim, reason: str, message: str) -> None:

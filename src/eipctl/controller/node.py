@@ -20,8 +20,9 @@ from typing import Any
 
 import structlog
 
-from eipctl.core.addresses import Fence, FenceTransition, HolderLiveness
-from eipctl.core.fields import name_of
+from eipctl.core.fence import Fence, FenceTransition
+from eipctl.core.fields import ResourceError
+from eipctl.core.ipnode import IpNode
 from eipctl.core.naming import API_VERSION, LABEL_NODE, is_label_value
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import ApiError, NotFound
@@ -139,10 +140,10 @@ class NodeController:
             status=self.status,
             announcer=announcer,
             prober=prober,
-            holder_heartbeat=self._holder_heartbeat,
-            holders=HolderLiveness(settings.node_timeout, clock),
+            holder_node=self._holder_node,
             mac_owner=self._mac_owner,
             claim_lookup=self._claim_fresh,
+            clock=clock,
         )
         self.heartbeat = Heartbeat(
             heartbeat_api,
@@ -306,15 +307,19 @@ class NodeController:
         async with asyncio.timeout(self.settings.node_timeout):
             nodes = await self._api.list(IPNODES)
         for obj in nodes.items:
-            name = name_of(obj)
-            if name != self.settings.node and mac in ((obj.get("status") or {}).get("macs") or []):
-                return name
+            try:
+                ipnode = IpNode.from_dict(obj)
+            except ResourceError:
+                continue  # the schema refuses such an object: not one a controller wrote
+            if ipnode.name != self.settings.node and mac in ipnode.status.macs:
+                return ipnode.name
         return None
 
-    async def _holder_heartbeat(self, node: str) -> int | None:
+    async def _holder_node(self, node: str) -> IpNode | None:
+        """Another node's IpNode, read fresh (the take-over rule judges its heartbeat)."""
         try:
             async with asyncio.timeout(self.settings.node_timeout):
                 obj = await self._api.get(IPNODES, node)
         except NotFound:
             return None
-        return int((obj.get("status") or {}).get("heartbeat") or 0)
+        return IpNode.from_dict(obj)

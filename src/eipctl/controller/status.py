@@ -5,7 +5,8 @@
 the background (a pass over the links never waits for the API):
 
 - claim `status.phase: Bound` + `status.boundNode` once the address is really on the link,
-  and the `Conflict` condition (True while a probe or an admin address stops the add);
+  and the `Conflict` condition (True while a probe or an admin address stops the add): the
+  mutations are `core.claim_status.mark_bound` and `mark_conflict`;
 - IpNode `status.addresses`: the managed addresses really on the links, as ip/prefixLength.
 
 A write is only submitted when the cached object differs from what it should say, and one
@@ -17,23 +18,21 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from collections.abc import Coroutine, Iterable
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
 
-from eipctl.core.addresses import Address, PlacedClaim
-from eipctl.core.conditions import Condition, conditions_from_list, find_condition, set_condition
+from eipctl.core.claim_status import has_conflict, is_bound_here, mark_bound, mark_conflict
+from eipctl.core.claims import skips_probe
 from eipctl.core.fields import Mutation, name_of
-from eipctl.core.naming import parse_node_claim_name
+from eipctl.core.ipnode import ADDRESSES, MACS
+from eipctl.core.link_plan import Address, PlacedClaim
 from eipctl.core.resources import IpClaim, ResourceError
 from eipctl.kube.client import IPCLAIMS, IPNODES, Obj, ResourceRef
 from eipctl.kube.errors import NotFound
 from eipctl.kube.events import EventType
 
 log = structlog.get_logger(__name__)
-
-CONFLICT = "Conflict"
 
 
 class StatusWriter(Protocol):
@@ -58,14 +57,6 @@ class EventSink(Protocol):
     def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
 
 
-def _is_per_node_name(name: str) -> bool:
-    try:
-        parse_node_claim_name(name)
-    except ValueError:
-        return False
-    return True
-
-
 def placed_claims(
     objects: Iterable[Obj], node: str, default_link: str
 ) -> tuple[list[PlacedClaim], dict[str, IpClaim]]:
@@ -86,78 +77,10 @@ def placed_claims(
         ip = ipaddress.ip_address(claim.spec.ip)
         prefixlen = claim.spec.prefix_length or ip.max_prefixlen
         link = claim.spec.link or default_link
-        shared = claim.spec.node_bound or _is_per_node_name(claim.name)
+        shared = skips_probe(claim.name, claim.spec.node_bound)
         placed.append(PlacedClaim(claim.name, Address(link, ip, prefixlen), shared))
         parsed[claim.name] = claim
     return placed, parsed
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def mark_bound(node: str) -> Mutation:
-    """Status mutation: Bound on `node`, Conflict cleared; no-op if the claim moved away."""
-
-    def mutate(obj: Obj) -> None:
-        if (obj.get("spec") or {}).get("nodeName") != node:
-            return
-        status = obj.setdefault("status", {})
-        status["phase"] = "Bound"
-        status["boundNode"] = node
-        _put_condition(
-            status, "False", "Resolved", "the address is on the link", only_if_present=True
-        )
-
-    return mutate
-
-
-def mark_conflict(node: str, reason: str, message: str) -> Mutation:
-    """Status mutation: Conflict=True with `reason`; no-op if the claim moved away."""
-
-    def mutate(obj: Obj) -> None:
-        if (obj.get("spec") or {}).get("nodeName") != node:
-            return
-        _put_condition(obj.setdefault("status", {}), "True", reason, message)
-
-    return mutate
-
-
-def _put_condition(
-    status: dict[str, Any], value: str, reason: str, message: str, *, only_if_present: bool = False
-) -> None:
-    conditions = conditions_from_list(status.get("conditions"), "status.conditions")
-    if only_if_present and find_condition(conditions, CONFLICT) is None:
-        return
-    new = Condition(
-        type=CONFLICT,
-        status=value,  # type: ignore[arg-type]
-        last_transition_time=_now(),
-        reason=reason,
-        message=message,
-    )
-    updated = set_condition(conditions, new)
-    if updated != conditions:
-        status["conditions"] = [c.to_dict() for c in updated]
-
-
-def is_bound_here(claim: IpClaim, node: str) -> bool:
-    conflict = find_condition(claim.status.conditions, CONFLICT)
-    return (
-        claim.status.phase == "Bound"
-        and claim.status.bound_node == node
-        and (conflict is None or not conflict.is_true)
-    )
-
-
-def has_conflict(claim: IpClaim, reason: str, message: str) -> bool:
-    conflict = find_condition(claim.status.conditions, CONFLICT)
-    return (
-        conflict is not None
-        and conflict.is_true
-        and conflict.reason == reason
-        and conflict.message == message
-    )
 
 
 class StatusReporter:
@@ -238,7 +161,7 @@ class StatusReporter:
     async def _patch_addresses(self, addresses: list[str], macs: list[str]) -> None:
         try:
             await self._writer.patch(
-                IPNODES, self._node, {"status": {"addresses": addresses, "macs": macs}}, status=True
+                IPNODES, self._node, {"status": {ADDRESSES: addresses, MACS: macs}}, status=True
             )
             log.info("ipnode.addresses", node=self._node, addresses=addresses)
         except Exception as exc:

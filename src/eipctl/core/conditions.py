@@ -117,15 +117,44 @@ def set_condition(conditions: Sequence[Condition], new: Condition) -> tuple[Cond
     return tuple(new if c.type == new.type else c for c in conditions)
 
 
-def put_condition(status: dict[str, Any], new: Condition) -> None:
+def readable_conditions(value: object) -> tuple[Condition, ...]:
+    """The conditions of a ``conditions`` value that parse, in order; the rest are dropped.
+
+    Lenient where `conditions_from_list` is strict: an entry that does not parse (a hand edit
+    the schema missed) is skipped, a type seen again after its first entry is skipped, and a
+    value that is not a list reads as no conditions.
+    """
+    if not isinstance(value, list | tuple):
+        return ()
+    readable: list[Condition] = []
+    for item in value:
+        if not isinstance(item, Mapping):
+            continue
+        try:
+            condition = Condition.from_dict(item)
+        except ResourceError:
+            continue
+        if find_condition(readable, condition.type) is None:
+            readable.append(condition)
+    return tuple(readable)
+
+
+def put_condition(status: dict[str, Any], new: Condition, *, only_if_present: bool = False) -> None:
     """`set_condition` on a status dict's ``conditions``, written only if it changed.
 
-    An unreadable list (a hand edit the schema missed) is replaced, not kept.
+    The one writer of conditions. ``only_if_present``: update the condition of that type if
+    there is one, add none (clearing a problem that was never reported writes nothing).
+
+    A malformed list is read with `readable_conditions`: unreadable entries are dropped, the
+    readable ones kept. That is the safe choice for every writer. Each writes the one
+    condition it owns; raising would block that write for good (a claim never marked Bound
+    because of someone's hand edit), and replacing the list would erase the conditions other
+    processes own (Scheduled, InPool) along with the broken entry. What is dropped is what
+    the schema would have refused.
     """
-    try:
-        current = conditions_from_list(status.get("conditions"), "status.conditions")
-    except ResourceError:
-        current = ()
+    current = readable_conditions(status.get("conditions"))
+    if only_if_present and find_condition(current, new.type) is None:
+        return
     updated = set_condition(current, new)
     if updated != current:
         status["conditions"] = [c.to_dict() for c in updated]

@@ -1,7 +1,8 @@
 """Typed view of IpNode: one per controller, named after its Kubernetes Node.
 
 Split from core/resources.py (same conventions: ``from_dict`` raises ResourceError naming the
-bad field, ``to_dict`` leaves empty optional fields out).
+bad field, ``to_dict`` leaves empty optional fields out). The controller writes the status
+fields by name (its heartbeat is a bare merge patch); everyone who reads them parses.
 """
 
 from __future__ import annotations
@@ -9,11 +10,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Final, Self
 
 from eipctl.core.conditions import Condition, conditions_from_list
 from eipctl.core.fields import ResourceError, check_network, get_int, get_str, get_str_list, join
 from eipctl.core.resource_base import MAX_COUNT, Resource, conditions_out
+
+# --- field names (the CRD, deploy/crds/ipnodes.yaml) ----------------------------------------
+LINK: Final = "link"
+HEARTBEAT: Final = "heartbeat"
+"""status: the counter the controller bumps; compare values, never clocks."""
+ADDRESSES: Final = "addresses"
+MACS: Final = "macs"
+RESTART_GRACE_SECONDS: Final = "restartGraceSeconds"
+"""status: how long the scheduler should wait for a restarting controller."""
+CONDITIONS: Final = "conditions"
 
 # --- IpNode --------------------------------------------------------------------------------
 
@@ -24,10 +35,10 @@ class IpNodeSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpNodeSpec:
-        return cls(link=get_str(d, "link", path))
+        return cls(link=get_str(d, LINK, path))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"link": self.link} if self.link else {}
+        return {LINK: self.link} if self.link else {}
 
 
 _MAC = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
@@ -52,36 +63,41 @@ class IpNodeStatus:
     timeout, before judging the node dead (so a rolling update moves no IP)."""
     conditions: tuple[Condition, ...] = ()
 
+    @property
+    def restart_grace(self) -> float:
+        """The announced restart grace in seconds; 0 when there is none."""
+        return self.restart_grace_seconds or 0.0
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "status") -> IpNodeStatus:
-        addresses_path = join(path, "addresses")
-        grace = d.get("restartGraceSeconds")
+        addresses_path = join(path, ADDRESSES)
+        grace = d.get(RESTART_GRACE_SECONDS)
         if grace is not None and (
             isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0
         ):
-            raise ResourceError(join(path, "restartGraceSeconds"), "must be a number >= 0")
+            raise ResourceError(join(path, RESTART_GRACE_SECONDS), "must be a number >= 0")
         return cls(
             restart_grace_seconds=None if grace is None else float(grace),
             macs=tuple(
-                _check_mac(v, join(join(path, "macs"), i))
-                for i, v in enumerate(get_str_list(d, "macs", path))
+                _check_mac(v, join(join(path, MACS), i))
+                for i, v in enumerate(get_str_list(d, MACS, path))
             ),
-            heartbeat=get_int(d, "heartbeat", path, maximum=MAX_COUNT) or 0,
+            heartbeat=get_int(d, HEARTBEAT, path, maximum=MAX_COUNT) or 0,
             addresses=tuple(
                 check_network(v, join(addresses_path, i), bare_ip=True)
-                for i, v in enumerate(get_str_list(d, "addresses", path))
+                for i, v in enumerate(get_str_list(d, ADDRESSES, path))
             ),
-            conditions=conditions_from_list(d.get("conditions"), join(path, "conditions")),
+            conditions=conditions_from_list(d.get(CONDITIONS), join(path, CONDITIONS)),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"heartbeat": self.heartbeat}
+        out: dict[str, Any] = {HEARTBEAT: self.heartbeat}
         if self.addresses:
-            out["addresses"] = list(self.addresses)
+            out[ADDRESSES] = list(self.addresses)
         if self.macs:
-            out["macs"] = list(self.macs)
+            out[MACS] = list(self.macs)
         if self.restart_grace_seconds is not None:
-            out["restartGraceSeconds"] = self.restart_grace_seconds
+            out[RESTART_GRACE_SECONDS] = self.restart_grace_seconds
         conditions_out(out, self.conditions)
         return out
 

@@ -22,6 +22,14 @@ and a node is dead once it has seen no change for ``timeout``. The caller passes
   claims moved onto nodes that are just as alive. Silent nodes blocked by this rule are
   ``suspects``. The price: when every node goes silent at once (or the only node does),
   nobody is declared dead, which moves nothing where there was no live target anyway.
+
+One judge for both observers. The scheduler watches every IpNode. A controller judges one
+node at a time, the previous holder of a claim whose address still answers its probe
+(`core.conflict`), with ``fresh_reads=True``: every other rule above holds, but not the
+stale-view rule, which cannot apply there. The controller reads that IpNode with a GET each
+time it judges, never from a watch, so its view cannot stall (a read that fails leaves the
+holder unknown, and unknown is never taken over); and it sees no other node's counter, so
+the rule would declare nobody dead, ever.
 """
 
 from __future__ import annotations
@@ -49,10 +57,13 @@ class Transition:
 class Liveness:
     """Heartbeat observations per node; answers live/dead for a given ``now``."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, *, fresh_reads: bool = False) -> None:
+        """``fresh_reads``: every observation is a fresh read, not a watch (a controller
+        judging a holder): the stale-view rule is off (see the module docstring)."""
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         self.timeout = timeout
+        self.fresh_reads = fresh_reads
         self._seen: dict[str, _Seen] = {}
         self._reported: dict[str, bool] = {}
         self._latest_change = float("-inf")
@@ -88,7 +99,9 @@ class Liveness:
         return now - seen.changed_at >= seen.timeout
 
     def _dead(self, seen: _Seen, now: float) -> bool:
-        return self._silent(seen, now) and self._latest_change - seen.changed_at >= self.timeout / 2
+        if not self._silent(seen, now):
+            return False
+        return self.fresh_reads or self._latest_change - seen.changed_at >= self.timeout / 2
 
     def suspects(self, now: float) -> frozenset[str]:
         """Nodes silent for ``timeout`` that are kept live because every heartbeat stalled."""

@@ -151,15 +151,6 @@ def ip_for_claim_name(name: str) -> IPAddress:
     return address
 
 
-def is_claim_name(name: str) -> bool:
-    """True if ``name`` is the claim name of some IP."""
-    try:
-        ip_for_claim_name(name)
-    except ValueError:
-        return False
-    return True
-
-
 def node_claim_name_for(ip: str | IPAddress, node: str) -> str:
     """Name of the per-node claim for ``ip`` on ``node`` (placement policy ``all``).
 

@@ -88,11 +88,6 @@ class Release(StrEnum):
     DELETE = "delete"
 
 
-def wants_ip(node: NodeView | None) -> bool:
-    """A Node that should hold a node IP: labelled auto-assign (cordoned ones keep theirs)."""
-    return node is not None and node.auto_assign
-
-
 def may_acquire(node: NodeView) -> bool:
     """A Node that may be given a (new or reused) IP now: labelled and not cordoned."""
     return node.auto_assign and not node.unschedulable
@@ -219,12 +214,3 @@ def node_edit(node: NodeView, own: NodeClaim | None) -> NodeEdit:
 def new_ip(pool: Pool, used: Iterable[IPAddress]) -> IPAddress | None:
     """The lowest address of ``pool`` not in ``used`` (addresses outside it are ignored)."""
     return PoolAllocator(pool, [ip for ip in used if pool.contains(ip)]).allocate()
-
-
-def parse_provider_id(provider_id: str) -> tuple[str, str]:
-    """``aws:///us-east-1a/i-0abc`` -> (``aws``, ``i-0abc``); ValueError if malformed."""
-    scheme, sep, rest = provider_id.partition("://")
-    instance = rest.rstrip("/").rpartition("/")[2]
-    if not sep or not scheme or not instance:
-        raise ValueError(f"{provider_id!r} is not a providerID (scheme:///.../instance)")
-    return scheme, instance

@@ -17,6 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, Self, cast, get_args
 
+from eipctl.core.claims import (
+    BOUND_NODE,
+    CONDITIONS,
+    IP,
+    LINK,
+    NODE_BOUND,
+    NODE_NAME,
+    PHASE,
+    PREFIX_LENGTH,
+    SERVICES,
+)
 from eipctl.core.conditions import Condition, conditions_from_list
 from eipctl.core.fields import (
     ResourceError,
@@ -33,7 +44,7 @@ from eipctl.core.fields import (
     join,
 )
 from eipctl.core.ipnode import IpNode, IpNodeSpec, IpNodeStatus  # one module per kind; re-exported
-from eipctl.core.naming import LABEL_NODE, LABEL_POOL, claim_name_for
+from eipctl.core.naming import LABEL_POOL
 from eipctl.core.pool import Pool
 from eipctl.core.resource_base import MAX_COUNT, Resource, conditions_out
 from eipctl.core.selectors import LabelSelector
@@ -234,32 +245,32 @@ class IpClaimSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpClaimSpec:
-        services_path = join(path, "services")
-        ip = check_ip(get_str(d, "ip", path, required=True), join(path, "ip"))
+        services_path = join(path, SERVICES)
+        ip = check_ip(get_str(d, IP, path, required=True), join(path, IP))
         return cls(
             ip=ip,
             prefix_length=_prefix_length(d, path, ip),
-            node_name=get_str(d, "nodeName", path),
-            link=get_str(d, "link", path),
+            node_name=get_str(d, NODE_NAME, path),
+            link=get_str(d, LINK, path),
             services=tuple(
                 _service_ref(v, join(services_path, i))
-                for i, v in enumerate(get_str_list(d, "services", path))
+                for i, v in enumerate(get_str_list(d, SERVICES, path))
             ),
-            node_bound=get_bool(d, "nodeBound", path, default=False),
+            node_bound=get_bool(d, NODE_BOUND, path, default=False),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ip": self.ip}
+        out: dict[str, Any] = {IP: self.ip}
         if self.prefix_length is not None:
-            out["prefixLength"] = self.prefix_length
+            out[PREFIX_LENGTH] = self.prefix_length
         if self.node_name:
-            out["nodeName"] = self.node_name
+            out[NODE_NAME] = self.node_name
         if self.link:
-            out["link"] = self.link
+            out[LINK] = self.link
         if self.services:
-            out["services"] = list(self.services)
+            out[SERVICES] = list(self.services)
         if self.node_bound:
-            out["nodeBound"] = True
+            out[NODE_BOUND] = True
         return out
 
 
@@ -272,19 +283,19 @@ class IpClaimStatus:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "status") -> IpClaimStatus:
-        phase = get_str(d, "phase", path) or "Pending"
+        phase = get_str(d, PHASE, path) or "Pending"
         if phase not in CLAIM_PHASES:
-            raise ResourceError(join(path, "phase"), f"{phase!r} is not one of {CLAIM_PHASES}")
+            raise ResourceError(join(path, PHASE), f"{phase!r} is not one of {CLAIM_PHASES}")
         return cls(
             phase=cast(ClaimPhase, phase),
-            bound_node=get_str(d, "boundNode", path),
-            conditions=conditions_from_list(d.get("conditions"), join(path, "conditions")),
+            bound_node=get_str(d, BOUND_NODE, path),
+            conditions=conditions_from_list(d.get(CONDITIONS), join(path, CONDITIONS)),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"phase": self.phase}
+        out: dict[str, Any] = {PHASE: self.phase}
         if self.bound_node:
-            out["boundNode"] = self.bound_node
+            out[BOUND_NODE] = self.bound_node
         conditions_out(out, self.conditions)
         return out
 
@@ -297,29 +308,9 @@ class IpClaim(Resource):
     spec: IpClaimSpec
     status: IpClaimStatus = field(default_factory=IpClaimStatus)
 
-    @classmethod
-    def for_ip(
-        cls,
-        ip: str,
-        *,
-        pool: str,
-        prefix_length: int | None = None,
-        services: tuple[str, ...] = (),
-    ) -> Self:
-        """A new, unplaced claim for ``ip``, named after it and labelled with its pool."""
-        return cls(
-            metadata={"name": claim_name_for(ip), "labels": {LABEL_POOL: pool}},
-            spec=IpClaimSpec(ip=ip, prefix_length=prefix_length, services=services),
-        )
-
     @property
     def pool(self) -> str:
         return self.labels.get(LABEL_POOL, "")
-
-    @property
-    def node_label(self) -> str:
-        """The ``eipctl.io/node`` label, which the scheduler keeps equal to spec.nodeName."""
-        return self.labels.get(LABEL_NODE, "")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:

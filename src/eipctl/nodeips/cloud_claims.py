@@ -14,6 +14,8 @@ from typing import Any, Protocol
 import structlog
 
 from eipctl.cloud.provider import AddressProvider, CloudAddress, CloudError
+from eipctl.core.claim_status import cloud_status
+from eipctl.core.claims import IP, spec_of
 from eipctl.core.fields import Mutation
 from eipctl.core.naming import claim_name_for
 from eipctl.core.node_claims import NodeClaim, NodeView
@@ -41,7 +43,7 @@ def address_of(obj: Obj) -> CloudAddress | None:
     allocation = v.allocation_id(obj)
     if not allocation:
         return None
-    return CloudAddress(allocation_id=allocation, ip=str((obj.get("spec") or {}).get("ip")))
+    return CloudAddress(allocation_id=allocation, ip=str(spec_of(obj).get(IP)))
 
 
 class CloudClaims:
@@ -110,12 +112,12 @@ class CloudClaims:
             await provider.associate(address, provider_id=node.provider_id, node=node.name)
         except CloudError as exc:
             await self.writer.update_status(
-                IPCLAIMS, own.name, v.cloud_status(node.name, exc.reason, exc.message)
+                IPCLAIMS, own.name, cloud_status(node.name, exc.reason, exc.message)
             )
             self.report(obj, exc.reason, exc.message)
             raise
         if own.live_on != node.name:
-            await self.writer.update_status(IPCLAIMS, own.name, v.cloud_status(node.name))
+            await self.writer.update_status(IPCLAIMS, own.name, cloud_status(node.name))
             log.info("claim.associated", node=node.name, claim=own.name, ip=str(own.ip))
         await self._release_extras(provider, own, address)
 

@@ -2,40 +2,44 @@
 
 The edits are mutation functions for the serialized writer: each decides from the fresh
 copy it is given (compare-and-set), never from what the cache showed when it was queued.
+A node claim is spelled by `core.claims.node_ip_claim`; its status is written by
+`core.claim_status.placed_status` and `cloud_status`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Protocol
 
-from eipctl.core.conditions import Condition, put_condition
-from eipctl.core.fields import Mutation, Obj, labels_of, meta_of, name_of
+import structlog
+
+from eipctl.core.claims import (
+    IP,
+    NODE_BOUND,
+    bound_node_of,
+    is_node_ip_claim,
+    node_of,
+    phase_of,
+    pool_of,
+    put_node,
+    spec_of,
+)
+from eipctl.core.fields import Mutation, Obj, ResourceError, labels_of, meta_of, name_of
 from eipctl.core.naming import (
     ANNOTATION_ALLOCATION_ID,
     ANNOTATION_SLOT,
-    API_VERSION,
     LABEL_EXTERNAL_IP,
-    LABEL_NODE,
-    LABEL_ORIGIN,
-    LABEL_POOL,
     LABEL_PROVIDER,
-    ORIGIN_NODE,
     TAINT_NOT_ATTACHED,
-    IPAddress,
-    claim_name_for,
     parse_ip,
 )
 from eipctl.core.node_claims import NodeClaim, NodeEdit, NodeView, PodView
+from eipctl.core.resources import IpClaimPool
 
-CONDITION_SCHEDULED: Final = "Scheduled"
-CONDITION_CLOUD: Final = "CloudAddress"
-"""On a cloud node claim: True once associated; False with the provider's reason."""
+log = structlog.get_logger(__name__)
 
-
-def is_node_claim(obj: Mapping[str, Any]) -> bool:
-    return labels_of(obj).get(LABEL_ORIGIN) == ORIGIN_NODE
+is_node_claim = is_node_ip_claim
+"""A Node's own IP (`core.claims.is_node_ip_claim`)."""
 
 
 def node_view(obj: Mapping[str, Any]) -> NodeView:
@@ -56,22 +60,18 @@ def node_claim(obj: Mapping[str, Any]) -> NodeClaim | None:
     """None for an object that is not a usable node claim."""
     if not is_node_claim(obj):
         return None
-    meta = meta_of(obj)
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
     try:
-        ip = parse_ip(str(spec.get("ip") or ""))
+        ip = parse_ip(str(spec_of(obj).get(IP) or ""))
     except ValueError:
         return None
-    labels = meta.get("labels") or {}
     return NodeClaim(
-        name=str(meta.get("name") or ""),
+        name=name_of(obj),
         ip=ip,
-        pool=str(labels.get(LABEL_POOL) or ""),
-        node=str(spec.get("nodeName") or ""),
-        phase=str(status.get("phase") or "Pending"),
-        bound_node=str(status.get("boundNode") or ""),
-        provider=str(labels.get(LABEL_PROVIDER) or ""),
+        pool=pool_of(obj),
+        node=node_of(obj),
+        phase=phase_of(obj),
+        bound_node=bound_node_of(obj),
+        provider=str(labels_of(obj).get(LABEL_PROVIDER) or ""),
     )
 
 
@@ -91,9 +91,44 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
     )
 
 
-def involved(kind: str, obj: Mapping[str, Any]) -> Obj:
-    api_version = "v1" if kind == "Node" else API_VERSION
-    return {"apiVersion": api_version, "kind": kind, "metadata": dict(meta_of(obj))}
+class Cache(Protocol):
+    def get(self, key: str) -> Obj | None: ...
+    def objects(self) -> list[Obj]: ...
+
+
+class Caches:
+    """The informer caches nodeips reads, as the views of `core.node_claims`."""
+
+    def __init__(self, *, nodes: Cache, claims: Cache, pools: Cache, pods: Cache) -> None:
+        self.nodes = nodes
+        self.claims = claims
+        self.pools = pools
+        self.pods_cache = pods
+
+    def node_claims(self) -> list[NodeClaim]:
+        return [c for c in (node_claim(o) for o in self.claims.objects()) if c is not None]
+
+    def node_views(self) -> dict[str, NodeView]:
+        return {view.name: view for view in (node_view(o) for o in self.nodes.objects())}
+
+    def pods(self) -> list[PodView]:
+        return [p for p in (pod_view(o) for o in self.pods_cache.objects()) if p is not None]
+
+    def pool(self, name: str) -> IpClaimPool | None:
+        """The pool, or None if it does not exist or does not parse (logged)."""
+        obj = self.pools.get(name)
+        if obj is None:
+            return None
+        try:
+            return IpClaimPool.from_dict(obj)
+        except ResourceError as exc:
+            log.warning("pool.invalid", pool=name, error=str(exc))
+            return None
+
+
+def node_reference(obj: Mapping[str, Any]) -> Obj:
+    """An object reference to a core v1 Node, for Events."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": dict(meta_of(obj))}
 
 
 # --- Node edits ----------------------------------------------------------------------------
@@ -144,37 +179,6 @@ def apply_node_edit(edit: NodeEdit) -> Mutation:
 # --- claims --------------------------------------------------------------------------------
 
 
-def new_claim(
-    ip: IPAddress,
-    *,
-    node: str,
-    pool: str,
-    prefix_length: int | None,
-    provider: str = "",
-    allocation: str = "",
-) -> Obj:
-    """A node claim for ``ip`` bound to ``node`` (named after the IP, like every claim).
-
-    Bare-metal claims carry ``eipctl.io/node`` so the node's controller holds them; cloud
-    claims do not: the cloud, not the node's link, holds those addresses.
-    """
-    labels = {LABEL_POOL: pool, LABEL_ORIGIN: ORIGIN_NODE}
-    if provider:
-        labels[LABEL_PROVIDER] = provider
-    else:
-        labels[LABEL_NODE] = node
-    meta: Obj = {"name": claim_name_for(ip), "labels": labels}
-    if allocation:
-        meta["annotations"] = {ANNOTATION_ALLOCATION_ID: allocation}
-    spec: Obj = {
-        "ip": str(ip),
-        "prefixLength": prefix_length or ip.max_prefixlen,
-        "nodeName": node,
-        "nodeBound": True,
-    }
-    return {"apiVersion": API_VERSION, "kind": "IpClaim", "metadata": meta, "spec": spec}
-
-
 class NotOurs(Exception):  # noqa: N818 (an outcome)
     """The fresh claim is not a node claim, or not where the decision found it."""
 
@@ -188,79 +192,12 @@ def bind(expected_from: str, to_node: str) -> Mutation:
     def mutate(obj: Obj) -> None:
         if not is_node_claim(obj):
             raise NotOurs(f"claim {name_of(obj)} is not a node claim")
-        spec = obj.setdefault("spec", {})
-        current = str(spec.get("nodeName") or "")
+        current = node_of(obj)
         if current == to_node:
             return
         if current != expected_from:
             raise NotOurs(f"claim {name_of(obj)} is on {current!r}, not {expected_from!r}")
-        meta = obj.setdefault("metadata", {})
-        labels = dict(meta.get("labels") or {})
-        cloud = bool(labels.get(LABEL_PROVIDER))
-        if to_node:
-            spec["nodeName"] = to_node
-            if not cloud:
-                labels[LABEL_NODE] = to_node
-        else:
-            spec.pop("nodeName", None)
-            labels.pop(LABEL_NODE, None)
-        spec["nodeBound"] = True
-        meta["labels"] = labels
-
-    return mutate
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def placed_status() -> Mutation:
-    """Phase from spec.nodeName: Scheduled on a node (Bound kept if bound there), else Pending."""
-
-    def mutate(obj: Obj) -> None:
-        node = str((obj.get("spec") or {}).get("nodeName") or "")
-        status = obj.setdefault("status", {})
-        bound = status.get("boundNode") or ""
-        if node and status.get("phase") == "Bound" and bound == node:
-            return
-        status["phase"] = "Scheduled" if node else "Pending"
-        status.pop("boundNode", None)
-        reason, text = (
-            ("NodeBound", f"the IP of node {node}") if node else ("Orphan", "kept for reuse")
-        )
-        put_condition(
-            status,
-            Condition(
-                type=CONDITION_SCHEDULED,
-                status="True" if node else "False",
-                reason=reason,
-                message=text,
-                last_transition_time=_now(),
-            ),
-        )
-
-    return mutate
-
-
-def cloud_status(node: str, reason: str = "", message: str = "") -> Mutation:
-    """Cloud claim: Bound on ``node`` once associated (reason ""), else the provider's reason."""
-
-    def mutate(obj: Obj) -> None:
-        if str((obj.get("spec") or {}).get("nodeName") or "") != node:
-            return
-        status = obj.setdefault("status", {})
-        if not reason:
-            status["phase"] = "Bound"
-            status["boundNode"] = node
-        put_condition(
-            status,
-            Condition(
-                type=CONDITION_CLOUD,
-                status="False" if reason else "True",
-                reason=reason or "Associated",
-                message=message or f"associated with node {node}",
-                last_transition_time=_now(),
-            ),
-        )
+        put_node(obj, to_node, labelled=not labels_of(obj).get(LABEL_PROVIDER))
+        obj["spec"][NODE_BOUND] = True
 
     return mutate

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from eipctl.core.fields import Obj, labels_of
-from eipctl.core.naming import LABEL_ORIGIN, LABEL_POOL, ORIGIN_ALL_NODES
+from eipctl.core.claims import is_per_node_copy, per_node_claim, pool_of
+from eipctl.core.fields import Obj
 from eipctl.core.placement import Cluster
-from eipctl.scheduler import claims as c
 
 
 @dataclass(frozen=True)
@@ -36,15 +35,14 @@ def per_node_changes(
     """
     desired: dict[str, Obj] = {}
     for base in all_nodes_claims:
-        pool = labels_of(base).get(LABEL_POOL) or None
-        for node in sorted(cluster.admits(pool)):
-            body = c.per_node_claim(base, node)
+        for node in sorted(cluster.admits(pool_of(base) or None)):
+            body = per_node_claim(base, node)
             if body is not None:
                 desired[body["metadata"]["name"]] = body
     create = tuple(body for name, body in sorted(desired.items()) if name not in existing)
     delete = tuple(
         obj
         for name, obj in sorted(existing.items())
-        if name not in desired and labels_of(obj).get(LABEL_ORIGIN) == ORIGIN_ALL_NODES
+        if name not in desired and is_per_node_copy(obj)
     )
     return PerNodeChanges(create, delete)

@@ -27,6 +27,15 @@ from typing import Protocol
 
 import structlog
 
+from eipctl.core.claims import (
+    IP,
+    NODE_NAME,
+    SERVICES,
+    is_node_bound,
+    manual_claim,
+    reference,
+    spec_of,
+)
 from eipctl.core.fields import Obj, labels_of
 from eipctl.core.naming import (
     ANNOTATION_ALLOCATED_IPS,
@@ -41,12 +50,7 @@ from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
 from eipctl.kube.events import EventType
 from eipctl.kube.workqueue import DONE, Result, requeue_after
 from eipctl.kube.writer import SerializedWriter
-from eipctl.scheduler.claims import (
-    involved,
-    is_per_node,
-    new_claim,
-    set_services,
-)
+from eipctl.scheduler.claims import set_services
 from eipctl.scheduler.view import PoolView, PoolViews
 
 log = structlog.get_logger(__name__)
@@ -174,13 +178,11 @@ class ServiceClaims:
         if claim is None:
             self._unused_since.pop(name, None)
             return await self._ensure_claim(name)
-        if is_per_node(claim):
-            return DONE  # policy all's copies: the placement pass keeps them
+        if is_node_bound(claim):
+            return DONE  # bound to a node for good (policy all's copies, node IPs): not ours
         if not _named_after_its_ip(claim, name):
             # not one of ours to judge (hand-made, or a scheme we do not know): never delete it
-            log.warning(
-                "claim_not_named_after_ip", claim=name, ip=(claim.get("spec") or {}).get("ip")
-            )
+            log.warning("claim_not_named_after_ip", claim=name, ip=spec_of(claim).get(IP))
             return DONE
         using = self.index.using(name)
         if using:
@@ -199,8 +201,8 @@ class ServiceClaims:
             self._refuse(name, str(ip), manual)
             return DONE
         prefix = self._prefix(pool, ip)
-        body = new_claim(
-            name, str(ip), pool=pool.name if pool else None, prefix_length=prefix, services=manual
+        body = manual_claim(
+            ip, pool=pool.name if pool else None, prefix_length=prefix, services=manual
         )
         try:
             await self.writer.create(IPCLAIMS, body)
@@ -256,7 +258,7 @@ class ServiceClaims:
         views = self._pool_views.build(self.pools.objects())
         if self._pool_views.manual_pool_for(views, ip) is None and not self.claim_unpooled:
             return await self._revoke(name, claim, manual)
-        current = sorted((claim.get("spec") or {}).get("services") or [])
+        current = sorted(spec_of(claim).get(SERVICES) or [])
         if not manual or manual == current:
             return DONE
         try:
@@ -274,7 +276,7 @@ class ServiceClaims:
         except Conflict:
             return requeue_after(0.1)
         if deleted:
-            ip = (claim.get("spec") or {}).get("ip")
+            ip = spec_of(claim).get(IP)
             log.warning("manual_claim_revoked", claim=name, ip=ip, services=services)
             for key in services:
                 self._refused.discard((key, name))
@@ -295,19 +297,19 @@ class ServiceClaims:
             return requeue_after(0.1)  # changed meanwhile: look again
         self._unused_since.pop(name, None)
         if deleted:
-            spec = claim.get("spec") or {}
+            spec = spec_of(claim)
             log.info(
                 "orphan_claim_deleted",
                 claim=name,
-                ip=spec.get("ip"),
-                node=spec.get("nodeName"),
+                ip=spec.get(IP),
+                node=spec.get(NODE_NAME),
                 unused_for=round(now - since, 3),
             )
             self.recorder.emit(
-                involved(claim),
+                reference(claim),
                 "Normal",
                 "OrphanDeleted",
-                f"no Service uses {spec.get('ip')} for {self.grace:g}s",
+                f"no Service uses {spec.get(IP)} for {self.grace:g}s",
             )
         return DONE
 
@@ -318,6 +320,6 @@ class ServiceClaims:
 
 def _named_after_its_ip(claim: Obj, name: str) -> bool:
     try:
-        return claim_name_for(str((claim.get("spec") or {}).get("ip") or "")) == name
+        return claim_name_for(str(spec_of(claim).get(IP) or "")) == name
     except ValueError:
         return False

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from eipctl.controller.heartbeat import Heartbeat
-from eipctl.core.addresses import Fence, FenceTransition
+from eipctl.core.fence import Fence, FenceTransition
 from eipctl.kube.client import Obj
 from eipctl.kube.errors import NotFound, ServerError
 

@@ -13,7 +13,7 @@ import structlog
 
 from eipctl.controller import heartbeat as heartbeat_module
 from eipctl.controller.heartbeat import Heartbeat
-from eipctl.core.addresses import Fence, FenceTransition
+from eipctl.core.fence import Fence, FenceTransition
 from eipctl.kube.client import IPNODES, Obj
 from eipctl.kube.errors import NotFound, ServerError
 from eipctl.metrics import REGISTRY

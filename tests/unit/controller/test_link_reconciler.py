@@ -10,7 +10,7 @@ import pytest
 
 from eipctl.controller.link_reconciler import LinkReconciler, ReconcilerSettings
 from eipctl.controller.status import StatusReporter
-from eipctl.core.addresses import Fence
+from eipctl.core.fence import Fence
 from eipctl.core.naming import claim_name_for, node_claim_name_for
 from eipctl.kube.client import Obj
 from eipctl.net.errors import NetlinkError, SocketError

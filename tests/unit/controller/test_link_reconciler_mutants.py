@@ -14,7 +14,7 @@ import structlog
 from eipctl.controller import link_reconciler as link_reconciler_module
 from eipctl.controller.link_reconciler import LinkReconciler, ReconcilerSettings
 from eipctl.controller.status import StatusReporter
-from eipctl.core.addresses import Fence
+from eipctl.core.fence import Fence
 from eipctl.core.naming import claim_name_for
 from eipctl.kube.client import Obj
 from eipctl.metrics import REGISTRY

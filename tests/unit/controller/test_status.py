@@ -1,12 +1,12 @@
-"""controller/status.py: claims to addresses, and the status mutations."""
+"""controller/status.py: claims to addresses (the status mutations: test_claim_status.py)."""
 
 from __future__ import annotations
 
 import copy
 import ipaddress
 
-from eipctl.controller.status import mark_bound, mark_conflict, placed_claims
-from eipctl.core.addresses import Address
+from eipctl.controller.status import placed_claims
+from eipctl.core.link_plan import Address
 from eipctl.core.naming import node_claim_name_for
 from eipctl.kube.client import Obj
 
@@ -41,27 +41,3 @@ def test_placed_claims_defaults_and_filters() -> None:
     assert by_name[node_claim_name_for("203.0.113.9", NODE)].shared
     assert not by_name["203-0-113-7"].shared
     assert set(parsed) == set(by_name) and "broken" not in parsed
-
-
-def test_mark_bound_sets_phase_and_clears_an_existing_conflict() -> None:
-    obj = claim("203.0.113.7")
-    mark_conflict(NODE, "AddressInUse", "02:00:00:00:00:01 answers")(obj)
-    assert obj["status"]["conditions"][0]["status"] == "True"
-    mark_bound(NODE)(obj)
-    assert obj["status"]["phase"] == "Bound" and obj["status"]["boundNode"] == NODE
-    (cond,) = obj["status"]["conditions"]
-    assert (cond["type"], cond["status"], cond["reason"]) == ("Conflict", "False", "Resolved")
-
-
-def test_mark_bound_adds_no_condition_when_there_was_none() -> None:
-    obj = claim("203.0.113.7")
-    mark_bound(NODE)(obj)
-    assert "conditions" not in obj["status"]
-
-
-def test_mutations_do_nothing_once_the_claim_moved() -> None:
-    obj = claim("203.0.113.7", node="node-b")
-    before = copy.deepcopy(obj)
-    mark_bound(NODE)(obj)
-    mark_conflict(NODE, "AddressInUse", "x")(obj)
-    assert obj == before

@@ -1,4 +1,5 @@
-"""The claim mutations the writer applies: compare-and-set placement, phase from the fresh copy."""
+"""scheduler/claims.py: compare-and-set placement, consistency, the placement view (the
+status it writes: test_claim_status.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
+from eipctl.core.claim_status import scheduled_status
+from eipctl.core.claims import is_node_bound
 from eipctl.core.fields import Mutation, name_of
 from eipctl.scheduler import claims as c
 
@@ -53,37 +54,6 @@ def test_place_all_nodes_clears_node() -> None:
     assert "eipctl.io/placement" not in back["metadata"]["labels"]
 
 
-@pytest.mark.parametrize(
-    ("node", "phase", "bound", "want_phase", "want_bound"),
-    [
-        ("n2", "Bound", "n1", "Scheduled", None),  # moved: reset, clear boundNode
-        ("n2", "Bound", "n2", "Bound", "n2"),  # the new node already bound it: keep
-        ("n2", "", "", "Scheduled", None),
-        ("n2", "Failed", "n1", "Scheduled", None),
-        ("", "Bound", "n1", "Pending", None),
-    ],
-)
-def test_scheduled_status_follows_the_fresh_node(
-    node: str, phase: str, bound: str, want_phase: str, want_bound: str | None
-) -> None:
-    out = applied(claim(node, phase or "Pending", bound), c.scheduled_status("msg", now=NOW))
-    assert out["status"]["phase"] == want_phase
-    assert out["status"].get("boundNode") == want_bound
-    (cond,) = out["status"]["conditions"]
-    assert cond["type"] == "Scheduled"
-    assert cond["status"] == ("True" if node else "False")
-
-
-def test_condition_keeps_transition_time_when_status_holds() -> None:
-    first = applied(claim("n1", "Pending"), c.scheduled_status("on n1", now=NOW))
-    later = datetime(2026, 1, 2, tzinfo=UTC)
-    second = applied(first, c.scheduled_status("moved to n1", now=later))
-    assert second["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
-    assert second["status"]["conditions"][0]["message"] == "moved to n1"
-    third = applied(second, c.scheduled_status("moved to n1", now=later))
-    assert third == second  # nothing to write
-
-
 def test_consistency() -> None:
     assert c.consistent(claim())
     assert c.consistent(claim("n1", "Scheduled"))
@@ -95,7 +65,7 @@ def test_consistency() -> None:
     assert not c.consistent(broken)
     marked = applied(claim(), c.place("", "", all_nodes=True))
     assert not c.consistent(marked)  # still Pending
-    assert c.consistent(applied(marked, c.scheduled_status("all", now=NOW)))
+    assert c.consistent(applied(marked, scheduled_status("all", now=NOW)))
 
 
 def test_placement_view() -> None:
@@ -124,5 +94,5 @@ def test_per_node_changes() -> None:
     handmade["metadata"]["name"] = "198-51-100-7.n3"
     gone = per_node_changes([], {**made, "198-51-100-7.n3": handmade}, snapshot)
     assert sorted(name_of(o) for o in gone.delete) == ["198-51-100-7.n1", "198-51-100-7.n2"]
-    assert c.is_per_node(handmade)
-    assert not c.is_per_node(base)
+    assert is_node_bound(handmade)
+    assert not is_node_bound(base)

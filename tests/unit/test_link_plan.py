@@ -1,25 +1,20 @@
-"""core/addresses.py: the controller's pure decisions."""
+"""core/link_plan.py: the controller's link plan, by example and by property."""
 
 from __future__ import annotations
 
 import copy
 import ipaddress
+from collections.abc import Mapping
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eipctl.core.addresses import (
+from eipctl.core.link_plan import (
     Address,
     BlockReason,
-    ConflictDecision,
-    Fence,
-    FenceTransition,
-    HolderLiveness,
     LinkView,
-    Liveness,
     PlacedClaim,
-    apply_plan,
-    conflict_decision,
+    Plan,
     links_to_inspect,
     plan,
 )
@@ -33,12 +28,20 @@ def claim(name: str, ip: str, prefixlen: int = 32, link: str = "eth0") -> Placed
     return PlacedClaim(name, Address(link, ipaddress.ip_address(ip), prefixlen))
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+def apply_plan(observed: Mapping[str, LinkView], actions: Plan) -> dict[str, LinkView]:
+    """The links after `actions` succeed, with LinkBackend's rules: the model the property
+    tests check a plan against."""
+    managed = {link: dict(view.managed) for link, view in observed.items()}
+    for claim in actions.add:
+        addr = claim.address
+        managed[addr.link][addr.ip] = addr.prefixlen  # replaces another prefix length
+    for addr in actions.remove:
+        if managed[addr.link].get(addr.ip) == addr.prefixlen:
+            del managed[addr.link][addr.ip]
+    return {
+        link: LinkView(frozenset(managed[link].items()), view.foreign)
+        for link, view in observed.items()
+    }
 
 
 # -- examples --------------------------------------------------------------------------
@@ -210,98 +213,3 @@ def test_addresses_already_on_the_link_are_never_re_added_or_removed(
             # placed here and present: kept (unless another claim for the IP won)
             assert a not in removed
             assert all(x.address != a for x in actions.add)
-
-
-# -- fencing ---------------------------------------------------------------------------
-
-
-def is_fenced(fence: Fence) -> bool:  # a call, so mypy does not narrow the property
-    return fence.fenced
-
-
-def test_fence_after_node_timeout_without_success_and_restore_on_success() -> None:
-    clock = FakeClock()
-    fence = Fence(node_timeout=1.0, clock=clock)
-    assert fence.may_hold() and not fence.fenced
-    clock.now += 0.6
-    assert fence.succeeded() is FenceTransition.NONE
-    clock.now += 0.99
-    assert fence.check() is FenceTransition.NONE
-    assert fence.may_hold()
-    clock.now += 0.01
-    assert not fence.may_hold()  # renewals stop at the timeout even before check()
-    assert fence.check() is FenceTransition.FENCE
-    assert is_fenced(fence)
-    assert fence.check() is FenceTransition.NONE  # fences once
-    clock.now += 5
-    assert fence.succeeded() is FenceTransition.RESTORE
-    assert not is_fenced(fence) and fence.may_hold()
-
-
-def test_fence_timer_starts_at_construction() -> None:
-    clock = FakeClock()
-    fence = Fence(node_timeout=1.0, clock=clock)
-    clock.now += 1.0
-    assert fence.check() is FenceTransition.FENCE
-
-
-@given(st.lists(st.tuples(st.floats(0, 2), st.booleans()), max_size=40))
-def test_fence_state_matches_the_last_success(steps: list[tuple[float, bool]]) -> None:
-    clock = FakeClock()
-    fence = Fence(node_timeout=1.0, clock=clock)
-    last = clock.now
-    for dt, ok in steps:
-        clock.now += dt
-        if ok:
-            fence.succeeded()
-            last = clock.now
-        fence.check()
-        assert fence.fenced == (clock.now - last >= 1.0)
-
-
-# -- conflicts -------------------------------------------------------------------------
-
-
-def test_holder_liveness_on_our_clock() -> None:
-    clock = FakeClock()
-    holders = HolderLiveness(node_timeout=1.0, clock=clock)
-    assert holders.observe("n1", 5) is Liveness.LIVE  # first sight
-    clock.now += 0.9
-    assert holders.observe("n1", 5) is Liveness.LIVE
-    clock.now += 0.1
-    assert holders.observe("n1", 5) is Liveness.DEAD
-    assert holders.observe("n1", 6) is Liveness.LIVE  # it came back
-    assert holders.observe("n2", None) is Liveness.DEAD  # no IpNode
-
-
-def test_conflict_rule() -> None:
-    def decide(answered: bool, holder: str | None, live: Liveness | None) -> ConflictDecision:
-        return conflict_decision(
-            answered=answered, previous_holder=holder, own_node="me", holder_liveness=live
-        )
-
-    assert decide(False, None, None) is ConflictDecision.ADD
-    assert decide(False, "n1", Liveness.LIVE) is ConflictDecision.ADD
-    assert decide(True, "n1", Liveness.DEAD) is ConflictDecision.TAKE_OVER
-    assert decide(True, "n1", Liveness.LIVE) is ConflictDecision.WAIT
-    assert decide(True, None, None) is ConflictDecision.WAIT
-    assert decide(True, "me", Liveness.DEAD) is ConflictDecision.WAIT
-
-
-def test_an_answer_from_another_eipctl_node_is_taken_over() -> None:
-    base = {"answered": True, "own_node": "n1", "holder_liveness": Liveness.LIVE}
-    assert (
-        conflict_decision(previous_holder="n2", answered_by="n2", **base)
-        is ConflictDecision.TAKE_OVER
-    )
-    assert (
-        conflict_decision(previous_holder=None, answered_by="n3", **base)
-        is ConflictDecision.TAKE_OVER
-    )
-    # our own MAC answering is not a reason to fight anyone; an unknown MAC is waited for
-    assert (
-        conflict_decision(previous_holder=None, answered_by="n1", **base) is ConflictDecision.WAIT
-    )
-    assert (
-        conflict_decision(previous_holder="n2", answered_by=None, **base) is ConflictDecision.WAIT
-    )
