@@ -1,12 +1,15 @@
 """Announcements in the background: one task per address on a link.
 
 Announcing takes a while (several gratuitous ARPs / NAs spaced apart), so a pass starts it and
-moves on. Adding the address again replaces its task; removing the address cancels it.
+moves on. Adding the address again replaces its task; removing the address cancels it; and
+`still_ours` (the fence's "may hold") is asked before every round, so a process that was frozen
+or starved between two rounds never sends a late one for an address that has moved.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import structlog
 
@@ -19,8 +22,9 @@ log = structlog.get_logger(__name__)
 
 
 class Announcements:
-    def __init__(self, announcer: Announcer) -> None:
+    def __init__(self, announcer: Announcer, still_ours: Callable[[], bool]) -> None:
         self._announcer = announcer
+        self._still_ours = still_ours
         self._tasks: dict[tuple[str, IPAddress], asyncio.Task[None]] = {}
 
     def start(self, link: str, ip: IPAddress, claim: str) -> None:
@@ -47,7 +51,7 @@ class Announcements:
 
     async def _announce(self, link: str, ip: IPAddress, claim: str) -> None:
         try:
-            await self._announcer(link, ip)
+            await self._announcer(link, ip, still_ours=self._still_ours)
         except NetError as exc:
             NET_ERRORS.labels("announce").inc()
             log.warning("address.announce.failed", claim=claim, ip=str(ip), error=str(exc))

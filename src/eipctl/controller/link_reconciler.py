@@ -7,9 +7,11 @@ next pass. Order inside a pass:
 
 1. remove managed addresses no longer placed here (or all of them while fenced), except
    those still waiting for their new node to bind them (`handover`);
-2. renew the lifetime of addresses already on the link (no probe, no announcement: a
-   restart never touches a working address), except that a claim placed here again while
-   its handover still kept the address is announced: the other node may have announced it;
+2. renew the lifetime of addresses already on the link (no probe: a restart never touches a
+   working address); the first pass that finds a claim newly placed here with its address
+   already on the link announces it: the claim may have been on another node meanwhile
+   (moved away and back during a handover, or while this process was down), and clients
+   would keep that node's MAC until their neighbour entry goes stale;
 3. add the missing ones concurrently: probe and apply the take-over rule (`takeover`), add,
    announce in the background (`announcements`), then report Bound;
 4. remove what was replaced by an add on another link (a claim that changed links);
@@ -109,7 +111,7 @@ class LinkReconciler:
         self._claims = claims
         self._fence = fence
         self._status = status
-        self._announcements = Announcements(announcer)
+        self._announcements = Announcements(announcer, fence.may_hold)
         self._takeover = Takeover(
             settings.node,
             node_timeout=fence.node_timeout,
@@ -258,10 +260,9 @@ class LinkReconciler:
     async def _renew(self, placed: PlacedClaim, claim: IpClaim) -> None:
         if await self._put(placed.address, claim, "renew"):
             addr = placed.address
-            if self._first_seen.get(claim.name) is not None and addr in self._held:
-                # Placed here again while a handover still kept the address: the claim went
-                # to another node and came back. That node may have announced it, so
-                # clients would keep its MAC until their neighbour entry goes stale.
+            if self._first_seen.get(claim.name) is not None:
+                # newly placed here, already on the link: whoever held it meanwhile may
+                # have announced it (see the module docstring, step 2)
                 log.info("address.reannounced", claim=claim.name, address=str(addr))
                 self._announcements.start(addr.link, addr.ip, claim.name)
             self._held.add(addr)

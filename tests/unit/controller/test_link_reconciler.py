@@ -82,6 +82,7 @@ class Harness:
         self.events = Events()
         self.fence = Fence(1.0, self.clock)
         self.announced: list[str] = []
+        self.guards: list[Any] = []
         self.probed: list[str] = []
         self.probe_answer: Conflict | Exception | None = None
         self.reconciler = LinkReconciler(
@@ -95,8 +96,9 @@ class Harness:
             claim_lookup=self.claims.lookup,
         )
 
-    async def announce(self, link: str, ip: Any, /) -> int:
+    async def announce(self, link: str, ip: Any, /, *, still_ours: Any = None) -> int:
         self.announced.append(str(ip))
+        self.guards.append(still_ours)
         return 1
 
     async def probe(self, link: str, ip: Any, /) -> Conflict | None:
@@ -144,6 +146,33 @@ async def test_a_claim_back_before_its_handover_ended_is_announced_again(h: Harn
     await h.reconciler.close()
     assert h.announced == ["203.0.113.7", "203.0.113.7"]
     assert h.probed == ["203.0.113.7"]  # renewed in place: no probe, no remove-then-add
+
+
+async def test_an_address_found_on_the_link_is_announced_once_when_first_placed_here(
+    h: Harness,
+) -> None:
+    """Left by an earlier process (or kept while the claim was elsewhere): clients may have
+    learnt another node's MAC meanwhile, so the first pass announces it; renewals do not."""
+    await h.backend.add("eth0", "203.0.113.7", 32, 30)
+    h.claims.place("203.0.113.7")
+    for _ in range(3):
+        await h.reconciler.reconcile()
+        await asyncio.sleep(0)
+    await h.reconciler.close()
+    assert h.announced == ["203.0.113.7"]
+    assert h.probed == []
+
+
+async def test_announcements_ask_the_fence_before_every_round(h: Harness) -> None:
+    """The guard handed to the announcer is the fence's may_hold: a stale heartbeat (a
+    process frozen between two rounds) ends the schedule."""
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    await asyncio.sleep(0)
+    assert h.guards and h.guards[-1]() is True
+    h.clock.now += 1.0  # heartbeat older than the node timeout: may no longer hold
+    assert h.guards[-1]() is False
+    await h.reconciler.close()
 
 
 async def test_not_synced_never_purges(h: Harness) -> None:

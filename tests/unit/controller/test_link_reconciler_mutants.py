@@ -118,7 +118,7 @@ class Harness:
             claim_lookup=self.claims.lookup,
         )
 
-    async def announce(self, link: str, ip: Any, /) -> int:
+    async def announce(self, link: str, ip: Any, /, *, still_ours: Any = None) -> int:
         return 1
 
     async def probe(self, link: str, ip: Any, /) -> Conflict | None:
