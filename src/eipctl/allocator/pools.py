@@ -40,7 +40,7 @@ class PoolReconciler:
         for name in changed:
             info = term.book.pool(name)
             log.info(
-                "pool_seen",
+                "pool.seen",
                 pool=name,
                 ready=bool(info and info.ready),
                 problem=info.problem if info else "deleted",
@@ -84,7 +84,7 @@ class PoolReconciler:
             except NotFound:
                 return DONE
             metrics.clear_pool_addresses(name)
-            log.info("pool_released", pool=name)
+            log.info("pool.released", pool=name)
             return DONE
         allocated = len(owned)
         try:
@@ -110,7 +110,7 @@ class PoolReconciler:
         if term.reported.get(key) == (reason, problem):
             return
         term.reported[key] = (reason, problem)
-        log.warning("pool_problem", pool=name, reason=reason, message=problem)
+        log.warning("pool.problem", pool=name, reason=reason, detail=problem)
         typed = {"apiVersion": API_VERSION, "kind": "IpClaimPool", **obj}
         term.events.emit(typed, "Warning", reason, problem)
 
@@ -139,7 +139,7 @@ class PoolReconciler:
         if not deleted:  # someone else removed it first
             return DONE
         metrics.RELEASES.labels(info.pool, metrics.RELEASE_ORPHANED).inc()
-        log.info("orphan_claim_deleted", claim=name, ip=str(info.ip), services=list(info.services))
+        log.info("orphan_claim.deleted", claim=name, ip=str(info.ip), services=list(info.services))
         holders = ", ".join(info.services) or "none"
         message = f"released {info.ip} (pool {info.pool}): its Services are gone ({holders})"
         typed = {"apiVersion": API_VERSION, "kind": "IpClaim", **obj}

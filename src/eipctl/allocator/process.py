@@ -119,17 +119,17 @@ class Allocator:
 
         term.rebuild()
         self.term = term
-        log.info("allocator_leading", identity=self.settings.identity)
+        log.info("allocator.leading", identity=self.settings.identity)
         return handle
 
     async def end_term(self, _lead: LeaderTerm[AllocatorKey]) -> None:
         self.term = None
         metrics.clear_all_pool_addresses()
-        log.info("allocator_standing_by", identity=self.settings.identity)
+        log.info("allocator.standing_by", identity=self.settings.identity)
 
     async def _resync_every(self) -> None:
         while True:
             await asyncio.sleep(RESYNC_INTERVAL)
             if self.term is not None:
-                log.info("allocator_resync")
+                log.info("allocator.resync")
                 self.term.resync()

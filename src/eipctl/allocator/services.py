@@ -81,7 +81,7 @@ class ServiceReconciler:
                 if not acq.join:
                     term.book.settle(acq.ip, key, None)
             if plan.deferred:
-                log.debug("service_deferred", service=key, why=plan.deferred)
+                log.debug("service.deferred", service=key, why=plan.deferred)
                 return requeue_after(DEFER_DELAY)
             term.waiting.discard(key)
             return DONE
@@ -135,7 +135,7 @@ class ServiceReconciler:
             await self._release(key, ip)
         message = f"the API refused to write the IPs to the Service ({exc.reason}): {exc.message}"
         last = ("ServiceWriteRefused", message)
-        log.warning("service_write_refused", service=key, reason=exc.reason, error=exc.message)
+        log.warning("service.write_refused", service=key, reason=exc.reason, error=exc.message)
         if self.term.reported.get(key) != last:
             self.term.reported[key] = last
             metrics.ALLOCATION_FAILURES.labels(metrics.failure_reason("ServiceWriteRefused")).inc()
@@ -151,10 +151,10 @@ class ServiceReconciler:
             try:
                 stored = await term.writer.update(IPCLAIMS, name, join_claim(key, sharing_key))
             except (Refused, NotFound) as exc:
-                log.info("claim_join_refused", service=key, ip=str(acq.ip), error=str(exc))
+                log.info("claim.join_refused", service=key, ip=str(acq.ip), error=str(exc))
                 return False
             self._seen(stored)
-            log.info("claim_joined", service=key, ip=str(acq.ip), claim=name)
+            log.info("claim.joined", service=key, ip=str(acq.ip), claim=name)
             return True
         body = new_claim(acq.ip, term.book.pool(acq.pool), acq.pool, key, sharing_key)
         try:
@@ -166,10 +166,10 @@ class ServiceReconciler:
                 return False
             seen = self._seen(current)
             mine = seen is not None and seen.owned and key in seen.services
-            log.info("claim_taken", service=key, ip=str(acq.ip), claim=name, ours=mine)
+            log.info("claim.taken", service=key, ip=str(acq.ip), claim=name, ours=mine)
             return mine
         self._seen(stored)
-        log.info("claim_created", service=key, ip=str(acq.ip), pool=acq.pool, claim=name)
+        log.info("claim.created", service=key, ip=str(acq.ip), pool=acq.pool, claim=name)
         return True
 
     async def _rekey(self, key: str, ip: IPAddress, sharing_key: str) -> None:
@@ -179,11 +179,11 @@ class ServiceReconciler:
                 IPCLAIMS, name, set_claim_sharing_key(key, sharing_key)
             )
         except (Refused, NotFound) as exc:
-            log.info("claim_rekey_refused", service=key, claim=name, error=str(exc))
+            log.info("claim.rekey_refused", service=key, claim=name, error=str(exc))
             self.term.queue.add(ServiceKey(key))
             return
         self._seen(stored)
-        log.info("claim_rekeyed", service=key, claim=name, sharing_key=sharing_key)
+        log.info("claim.rekeyed", service=key, claim=name, sharing_key=sharing_key)
 
     def _seen(self, obj: Obj) -> ClaimInfo | None:
         info = claim_info(obj)
@@ -220,7 +220,7 @@ class ServiceReconciler:
             if set(current.services) - {key}:
                 stored = await term.writer.update(IPCLAIMS, name, leave_claim(key))
                 self._seen(stored)
-                log.info("claim_left", service=key, ip=str(ip), claim=name)
+                log.info("claim.left", service=key, ip=str(ip), claim=name)
                 return claim.pool
             rv = ((cached or {}).get("metadata") or {}).get("resourceVersion")
             try:
@@ -232,7 +232,7 @@ class ServiceReconciler:
             raise Conflict(409, "Conflict", f"claim {name} kept changing while being released")
         term.book.claim_gone(ip)
         term.wake_waiting()
-        log.info("claim_deleted", service=key, ip=str(ip), claim=name)
+        log.info("claim.deleted", service=key, ip=str(ip), claim=name)
         return claim.pool
 
     async def _get_claim(self, name: str) -> Obj | None:
@@ -266,7 +266,7 @@ class ServiceReconciler:
                 ),
             )
         except NotFound:
-            log.info("service_vanished", service=key)
+            log.info("service.vanished", service=key)
             return False
         return True
 
@@ -293,7 +293,7 @@ class ServiceReconciler:
                 continue
             if mark is not None and obj is not None:
                 log.warning(
-                    "allocation_marked", service=plan.service, ip=str(ip), reason=mark.reason
+                    "allocation.marked", service=plan.service, ip=str(ip), reason=mark.reason
                 )
                 term.events.emit(_typed(obj), "Warning", mark.reason, mark.message)
 
@@ -312,7 +312,7 @@ class ServiceReconciler:
             return
         term.reported[key] = last
         metrics.ALLOCATION_FAILURES.labels(metrics.failure_reason(problem.reason)).inc()
-        log.warning("service_problem", service=key, reason=problem.reason, message=problem.message)
+        log.warning("service.problem", service=key, reason=problem.reason, detail=problem.message)
         term.events.emit(_typed(obj), "Warning", problem.reason, problem.message)
 
     def _event(self, key: str, obj: Obj | None, reason: str, message: str) -> None:
@@ -336,7 +336,7 @@ class ServiceReconciler:
     def _log(self, plan: Plan, desired: list[IPAddress], acquired: list[IPAddress]) -> None:
         if acquired or plan.release:
             log.info(
-                "service_allocated",
+                "service.allocated",
                 service=plan.service,
                 ips=[str(ip) for ip in desired],
                 acquired=[str(ip) for ip in acquired],

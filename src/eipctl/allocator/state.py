@@ -123,7 +123,7 @@ class Term:
                 self.first_seen.setdefault(key, time.monotonic())
         self.resync()
         log.info(
-            "allocator_rebuilt",
+            "allocator.rebuilt",
             claims=len(self.caches.claims),
             pools=len(self.caches.pools),
             services=len(self.caches.services),

@@ -315,11 +315,11 @@ class LinkReconciler:
         addr = blocked.claim.address
         if blocked.reason is BlockReason.ADMIN_ADDRESS:
             msg = f"{addr.ip} is on {addr.link} but was not added by eipctl"
-            log.warning("claim.blocked", claim=claim.name, reason=blocked.reason.value, msg=msg)
+            log.warning("claim.blocked", claim=claim.name, reason=blocked.reason.value, detail=msg)
             self._conflict(claim, blocked.reason.value, msg)
         elif blocked.reason is BlockReason.DUPLICATE_IP:
             msg = f"another claim placed on {self.node} holds {addr.ip}"
-            log.warning("claim.blocked", claim=claim.name, reason=blocked.reason.value, msg=msg)
+            log.warning("claim.blocked", claim=claim.name, reason=blocked.reason.value, detail=msg)
             self._conflict(claim, blocked.reason.value, msg)
         elif addr.link not in self._missing_links_reported:
             self._missing_links_reported.add(addr.link)
@@ -345,7 +345,7 @@ class LinkReconciler:
 
     def _failed(self, op: str, exc: NetError, **fields: str) -> None:
         NET_ERRORS.labels(op).inc()
-        log.warning(f"link.{op}.failed", error=str(exc), **fields)
+        log.warning("link.failed", op=op, error=str(exc), **fields)
         self._retry_in(self.settings.error_retry)
 
     def _retry_in(self, seconds: float) -> None:

@@ -98,7 +98,7 @@ class StatusReporter:
             return
         self._spawn(
             f"claim/{claim.name}",
-            self._update(claim.name, mark_bound(self._node), "claim.bound"),
+            self._update(claim.name, mark_bound(self._node), "bound"),
         )
 
     def conflict(self, claim: IpClaim, raw: Obj, reason: str, message: str) -> None:
@@ -110,7 +110,7 @@ class StatusReporter:
         self._events.emit(raw, "Warning", reason, message)
         self._spawn(
             key,
-            self._update(claim.name, mark_conflict(self._node, reason, message), "claim.conflict"),
+            self._update(claim.name, mark_conflict(self._node, reason, message), "conflict"),
         )
 
     def event(self, raw: Obj, type_: EventType, reason: str, message: str) -> None:
@@ -152,11 +152,11 @@ class StatusReporter:
     async def _update(self, name: str, mutate: Mutation, what: str) -> None:
         try:
             await self._writer.update_status(IPCLAIMS, name, mutate)
-            log.info(what, claim=name, node=self._node)
+            log.info("claim.status_written", status=what, claim=name, node=self._node)
         except NotFound:
-            log.info(f"{what}.gone", claim=name)
+            log.info("claim.status_gone", status=what, claim=name)
         except Exception as exc:
-            log.warning(f"{what}.failed", claim=name, error=repr(exc))
+            log.warning("claim.status_failed", status=what, claim=name, error=repr(exc))
 
     async def _patch_addresses(self, addresses: list[str], macs: list[str]) -> None:
         try:

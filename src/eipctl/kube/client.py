@@ -323,7 +323,7 @@ async def connect(kubeconfig: str | None = None, *, request_timeout: float = 30.
             api_client = await config.new_client_from_config()
     except (ConfigException, OSError, ValueError) as exc:
         raise KubeConfigError(f"cannot use {source} to reach the API: {exc}") from exc
-    log.info("kube_connected", source=source, host=api_client.configuration.host)
+    log.info("kube.connected", source=source, host=api_client.configuration.host)
     return KubeApi(api_client, owns_client=True, request_timeout=request_timeout)
 
 

@@ -76,7 +76,7 @@ class EventRecorder:
         if len(self._tasks) >= self._max_backlog:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 100 == 0:
-                log.warning("events_dropped", dropped=self.dropped, reason=reason)
+                log.warning("event.dropped", dropped=self.dropped, reason=reason)
             return
         try:
             task = asyncio.get_running_loop().create_task(
@@ -122,7 +122,7 @@ class EventRecorder:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.info("event_post_failed", reason=reason, error=repr(exc))
+            log.info("event.post_failed", reason=reason, error=repr(exc))
 
     async def _record(self, involved: Obj, type_: EventType, reason: str, message: str) -> None:
         meta = involved.get("metadata") or {}
@@ -179,4 +179,4 @@ class EventRecorder:
         except BaseException:
             self._seen.pop(ident, None)
             raise
-        log.debug("event_posted", object=meta.get("name"), reason=reason, type=type_)
+        log.debug("event.posted", object=meta.get("name"), reason=reason, type=type_)

@@ -233,7 +233,7 @@ class Informer:
                         self.resource_version = rv
                 failures = 0  # clean end of stream: resume at once
             except Gone:
-                self._log.info("watch_gone_relist", rv=rv)
+                self._log.info("watch.gone_relist", rv=rv)
                 rv = None
                 failures = 0
             except Exception as exc:  # ApiError mostly; anything else must not kill the loop
@@ -273,7 +273,7 @@ class Informer:
         self.resource_version = lst.resource_version
         self._synced.set()
         self._log.info(
-            "informer_listed",
+            "informer.listed",
             objects=len(fresh),
             rv=lst.resource_version,
             adds=adds,
@@ -344,4 +344,4 @@ class Informer:
         try:
             fn(*args)
         except Exception:
-            self._log.exception("informer_handler_failed", handler=repr(fn))
+            self._log.exception("informer.handler_failed", handler=repr(fn))

@@ -123,7 +123,7 @@ class LeaderElector:
             sent = await self._try_acquire_or_renew()
             if sent is not None:
                 self.is_leader = True
-                self._log.info("leader_acquired")
+                self._log.info("leader.acquired")
                 return sent
             delay = cfg.retry_period
             if self._seen is not None and self._seen[0] not in ("", None, cfg.identity):
@@ -145,7 +145,7 @@ class LeaderElector:
             holder = str(rec[0] or "")
             if holder != self.leader_identity:
                 self.leader_identity = holder
-                self._log.info("leader_observed", holder=holder)
+                self._log.info("leader.observed", holder=holder)
                 if self._on_new_leader is not None:
                     self._on_new_leader(holder)
 
@@ -182,7 +182,7 @@ class LeaderElector:
         except (Conflict, AlreadyExists):
             self._lease = None  # someone else wrote: re-read next time
         except (ApiError, TimeoutError) as exc:
-            self._log.info("lease_attempt_failed", error=repr(exc))
+            self._log.info("lease.attempt_failed", error=repr(exc))
             self._lease = None
         return None
 
@@ -214,7 +214,7 @@ class LeaderElector:
 
         def fence() -> None:
             if not task.done():
-                self._log.warning("leader_renew_deadline_passed_stopping")
+                self._log.warning("leader.renew_deadline_passed")
                 self.is_leader = False
                 task.cancel()
 
@@ -244,7 +244,7 @@ class LeaderElector:
                 await task
         self.is_leader = False
         self._lease = None
-        self._log.info("leader_lost")
+        self._log.info("leader.lost")
         return False
 
     async def _release(self) -> None:
@@ -256,6 +256,6 @@ class LeaderElector:
         try:
             async with asyncio.timeout(max(cfg.retry_period, 1.0)):
                 await self.api.replace(LEASES, {**lease, "spec": spec})
-            self._log.info("leader_released")
+            self._log.info("leader.released")
         except (ApiError, TimeoutError) as exc:
-            self._log.info("leader_release_failed", error=repr(exc))
+            self._log.info("leader.release_failed", error=repr(exc))

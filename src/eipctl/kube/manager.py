@@ -252,7 +252,7 @@ class Manager(Generic[K]):
     async def _contend(self) -> None:
         await self.wait_synced()
         log.info(
-            "caches_synced",
+            "caches.synced",
             component=self.name,
             objects={i.ref.plural: len(i) for i in self.informers},
         )

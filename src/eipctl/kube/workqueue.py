@@ -204,7 +204,7 @@ async def _worker(queue: WorkQueue[K], handler: Handler[K]) -> None:
                 result = retry(exc)
             if result.error is not None:
                 log.warning(
-                    "work_retry",
+                    "work.retry",
                     queue=queue.name,
                     key=str(key),
                     failures=queue.failures(key) + 1,

@@ -249,7 +249,7 @@ class SerializedWriter:
             raise exc
         WRITER_RETRIES.labels(ref.plural).inc()
         delay = min(self.settings.backoff_max, self.settings.backoff_initial * 2 ** (attempt - 1))
-        log.info("write_retry", resource=ref.plural, attempt=attempt, error=repr(exc))
+        log.info("write.retry", resource=ref.plural, attempt=attempt, error=repr(exc))
         await asyncio.sleep(delay * (0.5 + random.random()))
 
     async def _execute(self, key: LaneKey, lane: _Lane, batch: list[_Op]) -> None:

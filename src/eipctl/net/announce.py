@@ -107,5 +107,5 @@ async def announce(
         sent = await _announce_ipv4(ifname, addr, count, interval, still_ours)
     else:
         sent = await _announce_ipv6(ifname, addr, count, interval, still_ours)
-    log.info("address announced", ifname=ifname, ip=str(addr), frames=sent, rounds=count)
+    log.info("net.announced", link=ifname, ip=str(addr), frames=sent, rounds=count)
     return sent

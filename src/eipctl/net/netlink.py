@@ -162,7 +162,7 @@ class NetlinkLinkBackend:
         await self._call(f"add {addr}/{prefixlen} on {ifname}", replace)
         if not self._marker_checked:
             await self._check_marker(ifname, index, addr, prefixlen)
-        log.debug("address ensured", ifname=ifname, ip=str(addr), valid_lft=valid_lft)
+        log.debug("netlink.address_ensured", link=ifname, ip=str(addr), valid_lft=valid_lft)
 
     async def _check_marker(self, ifname: str, index: int, addr: IPAddress, prefixlen: int) -> None:
         """Once per backend: a kernel older than 5.18 drops IFA_PROTO silently, and then
@@ -191,7 +191,7 @@ class NetlinkLinkBackend:
         if isinstance(addr, IPv4Address) and not flags & IFA_F_SECONDARY:
             await self._check_secondaries(ifname, addr, prefixlen, dump)
         await self._delete(ifname, index, addr, prefixlen)
-        log.info("address removed", ifname=ifname, ip=str(addr), prefixlen=prefixlen)
+        log.info("netlink.address_removed", link=ifname, ip=str(addr), prefixlen=prefixlen)
         return True
 
     async def _check_secondaries(

@@ -126,8 +126,8 @@ async def probe(
     if conflict is not None:
         PROBE_CONFLICTS.labels(family=family).inc()
         log.warning(
-            "address conflict",
-            ifname=ifname,
+            "net.conflict",
+            link=ifname,
             ip=str(addr),
             mac=conflict.mac_str,
             after_s=round(conflict.after, 3),

@@ -129,12 +129,12 @@ class NodeIps:
         self.reconciler = reconciler
         for name in self._all_node_names():
             term.queue.add(name)
-        log.info("nodeips_leading", term=term.number, nodes=len(self.nodes), identity=s.identity)
+        log.info("nodeips.leading", term=term.number, nodes=len(self.nodes), identity=s.identity)
         return reconciler.reconcile
 
     async def end_term(self, term: LeaderTerm[str]) -> None:
         self.reconciler = None
-        log.info("nodeips_term_ended", term=term.number)
+        log.info("nodeips.term_ended", term=term.number)
 
     def _all_node_names(self) -> list[str]:
         names = {name_of(o) for o in self.nodes.objects()}

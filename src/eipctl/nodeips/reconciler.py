@@ -205,7 +205,7 @@ class NodeReconciler:
         obj = self.caches.nodes.get(name)
         if obj is not None:
             self.recorder.emit(v.node_reference(obj), type_, reason, message)
-        log.warning("node.waiting", node=name, reason=reason, message=message)
+        log.warning("node.waiting", node=name, reason=reason, detail=message)
 
     def _report_claim(self, obj: Obj, reason: str, message: str) -> None:
         key = "claim/" + name_of(obj)

@@ -138,13 +138,11 @@ class SlotProtocol:
         try:
             stored = await self.writer.update(NODES, node.name, v.set_slot("", choice))
             slot = v.slot_of(stored)
-            log.info(
-                "node.slot_written" if slot == choice else "node.slot_taken",
-                node=node.name,
-                claim=slot,
-                chosen=choice,
-                reuse=reused,
-            )
+            fields = {"node": node.name, "claim": slot, "chosen": choice, "reuse": reused}
+            if slot == choice:
+                log.info("node.slot_written", **fields)
+            else:
+                log.info("node.slot_taken", **fields)
             if slot != choice:
                 return IMMEDIATELY
             return await self.follow_slot(v.node_view(stored))

@@ -81,12 +81,15 @@ class NodeWatch:
                 else:
                     self.dead_since.setdefault(t.node, now)
                 age = self.liveness.heartbeat_age(t.node, now)
-                self._log.info(
-                    "node_live" if t.live else "node_dead",
-                    node=t.node,
-                    heartbeat_age=None if age is None else round(age, 3),
-                    leader=self.leading(),
-                )
+                seen = {
+                    "node": t.node,
+                    "heartbeat_age": None if age is None else round(age, 3),
+                    "leader": self.leading(),
+                }
+                if t.live:
+                    self._log.info("node.live", **seen)
+                else:
+                    self._log.info("node.dead", **seen)
             for node in [n for n in self.dead_since if self.liveness.is_live(n, now)]:
                 del self.dead_since[node]  # e.g. a pass saw it dead, then it beat again
             if changes:
@@ -103,13 +106,13 @@ class NodeWatch:
                 stalled = bool(suspects)
                 if stalled:
                     self._log.warning(
-                        "heartbeats_stalled",
+                        "heartbeats.stalled",
                         silent=len(suspects),
                         why="every heartbeat stopped at once: our view may be stale, "
                         "so no node is declared dead until heartbeats flow again",
                     )
                 else:
-                    self._log.info("heartbeats_flowing")
+                    self._log.info("heartbeats.flowing")
             deadline = self.liveness.next_death(now)
             delay = self.liveness.timeout if deadline is None else deadline - now
             if stalled:

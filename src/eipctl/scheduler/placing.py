@@ -240,7 +240,7 @@ class Placer:
             return
         self.remember(stored)
         PLACEMENTS.labels(Reason.ALL_NODES.value).inc()
-        log.info("per_node_claim_created", claim=name, ip=body["spec"]["ip"], node=node)
+        log.info("per_node_claim.created", claim=name, ip=body["spec"]["ip"], node=node)
         self.recorder.emit(c.involved(stored), "Normal", "AllNodes", message)
 
     async def _delete_per_node(self, obj: Obj) -> None:
@@ -251,7 +251,7 @@ class Placer:
         except Conflict:
             return  # changed meanwhile: the next pass looks again
         if deleted:
-            log.info("per_node_claim_deleted", claim=name, node=c.node_of(obj))
+            log.info("per_node_claim.deleted", claim=name, node=c.node_of(obj))
 
     def _start(
         self, name: str, decision: Decision | None, write: Coroutine[Any, Any, None]
@@ -269,7 +269,7 @@ class Placer:
         exc = task.exception()
         if exc is not None:
             self._deferred.discard(name)
-            log.warning("placement_write_failed", claim=name, error=repr(exc))
+            log.warning("placement.write_failed", claim=name, error=repr(exc))
             self.kick(1.0)  # the writer already retried; look again a little later
         elif name in self._deferred:
             self._deferred.discard(name)
@@ -288,7 +288,7 @@ class Placer:
         self.remember(stored)
         if c.node_of(stored) != d.to_node or c.is_all_nodes(stored) != d.all_nodes:
             log.info(
-                "placement_skipped",
+                "placement.skipped",
                 claim=d.claim,
                 expected_node=d.from_node,
                 found_node=c.node_of(stored),
@@ -308,8 +308,7 @@ class Placer:
         type_, reason = _EVENT[d.reason]
         self.recorder.emit(c.involved(stored), type_, reason, message)
         told = self.services.placed(stored, d)
-        log.info(
-            "claim_moved" if d.from_node else "claim_placed",
+        fields = dict(
             claim=d.claim,
             ip=(stored.get("spec") or {}).get("ip"),
             from_node=d.from_node or None,
@@ -318,6 +317,10 @@ class Placer:
             reason=d.reason.value,
             services=list(told) or None,
         )
+        if d.from_node:
+            log.info("claim.moved", **fields)
+        else:
+            log.info("claim.placed", **fields)
 
     def _message(self, d: Decision) -> str:
         if d.all_nodes:
@@ -350,7 +353,7 @@ class Placer:
         self.recorder.emit(c.involved(stored), "Warning", "NoLiveNode", message)
         told = self.services.unplaceable(stored, d)
         log.warning(
-            "claim_unplaceable",
+            "claim.unplaceable",
             claim=d.claim,
             node=d.from_node or None,
             reason="NoLiveNode",
@@ -371,4 +374,4 @@ class Placer:
                 self.remember(stored)
         except NotFound:
             return
-        log.info("claim_repaired", claim=name, node=node or None)
+        log.info("claim.repaired", claim=name, node=node or None)

@@ -160,7 +160,7 @@ class Scheduler:
             queue.add_after(Pass.REBALANCE, s.rebalance_interval)
         self.placer = placer
         log.info(
-            "scheduler_leading",
+            "scheduler.leading",
             identity=s.identity,
             term=term.number,
             policy=s.policy,
@@ -174,7 +174,7 @@ class Scheduler:
             self._passes_before += self.placer.passes
             self.placer = None
         metrics.clear_claim_phases()
-        log.info("scheduler_term_ended", identity=self.settings.identity, term=term.number)
+        log.info("scheduler.term_ended", identity=self.settings.identity, term=term.number)
 
     # --- informer handlers (quick; only enqueue) ----------------------------------------------
     def _on_claim_change(self, old: Obj | None, new: Obj | None) -> None:

@@ -182,7 +182,7 @@ class ServiceClaims:
             return DONE  # bound to a node for good (policy all's copies, node IPs): not ours
         if not _named_after_its_ip(claim, name):
             # not one of ours to judge (hand-made, or a scheme we do not know): never delete it
-            log.warning("claim_not_named_after_ip", claim=name, ip=spec_of(claim).get(IP))
+            log.warning("claim.not_named_after_ip", claim=name, ip=spec_of(claim).get(IP))
             return DONE
         using = self.index.using(name)
         if using:
@@ -207,10 +207,10 @@ class ServiceClaims:
         try:
             await self.writer.create(IPCLAIMS, body)
         except AlreadyExists:
-            log.info("manual_claim_exists", claim=name, ip=str(ip))
+            log.info("manual_claim.exists", claim=name, ip=str(ip))
             return DONE
         log.info(
-            "manual_claim_created",
+            "manual_claim.created",
             claim=name,
             ip=str(ip),
             pool=pool.name if pool else None,
@@ -235,7 +235,7 @@ class ServiceClaims:
             if (key, name) in self._refused:
                 continue
             self._refused.add((key, name))
-            log.warning("manual_ip_refused", claim=name, ip=ip, service=key)
+            log.warning("manual_ip.refused", claim=name, ip=ip, service=key)
             self._service_event(
                 key,
                 "Warning",
@@ -265,7 +265,7 @@ class ServiceClaims:
             await self.writer.update(IPCLAIMS, name, set_services(manual))
         except NotFound:
             return DONE
-        log.info("manual_claim_services", claim=name, services=manual)
+        log.info("manual_claim.services", claim=name, services=manual)
         return DONE
 
     async def _revoke(self, name: str, claim: Obj, services: list[str]) -> Result:
@@ -277,7 +277,7 @@ class ServiceClaims:
             return requeue_after(0.1)
         if deleted:
             ip = spec_of(claim).get(IP)
-            log.warning("manual_claim_revoked", claim=name, ip=ip, services=services)
+            log.warning("manual_claim.revoked", claim=name, ip=ip, services=services)
             for key in services:
                 self._refused.discard((key, name))
             self._refuse(name, str(ip), services)
@@ -299,7 +299,7 @@ class ServiceClaims:
         if deleted:
             spec = spec_of(claim)
             log.info(
-                "orphan_claim_deleted",
+                "orphan_claim.deleted",
                 claim=name,
                 ip=spec.get(IP),
                 node=spec.get(NODE_NAME),

@@ -135,7 +135,7 @@ class ServiceEvents:
         for key in keys:
             cached = self.services.get(key)
             if cached is None:
-                log.debug("service_not_cached", service=key, reason=event.reason)
+                log.debug("service.not_cached", service=key, reason=event.reason)
             self.recorder.emit(service_ref(key, cached), event.type, event.reason, event.message)
         return keys
 

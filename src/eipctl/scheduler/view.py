@@ -68,7 +68,7 @@ def pool_view(obj: Obj) -> PoolView:
             selector = LabelSelector.from_dict(raw, "spec.nodeSelector")
         except (ResourceError, AttributeError) as exc:
             broken = True
-            log.warning("pool_node_selector_invalid", pool=name, error=str(exc))
+            log.warning("pool.node_selector_invalid", pool=name, error=str(exc))
     return PoolView(name, pool, allow_manual, prefix_length, selector, broken)
 
 

@@ -260,7 +260,7 @@ async def test_a_deleted_pool_without_allocations_is_let_go() -> None:
         assert await pools.reconcile(P) == DONE
 
     assert cluster.stored(IPCLAIMPOOLS, P)["metadata"]["finalizers"] == []
-    assert {"event": "pool_released", "log_level": "info", "pool": P} in logs
+    assert {"event": "pool.released", "log_level": "info", "pool": P} in logs
     assert cluster.posted.events == []
 
 

@@ -156,8 +156,8 @@ async def test_a_new_claim_reserves_the_ip_and_the_first_pass_gives_it_to_the_se
     assert term.book.held_by(WEB) == [
         ClaimInfo(ip=ip_address(FIRST_FREE), pool="p", services=(WEB,), owned=True)
     ]
-    assert logged(logs, "claim_created") == {
-        "event": "claim_created",
+    assert logged(logs, "claim.created") == {
+        "event": "claim.created",
         "log_level": "info",
         "service": WEB,
         "ip": FIRST_FREE,
@@ -235,8 +235,8 @@ async def test_a_service_joins_the_claim_of_its_sharing_key() -> None:
             sharing_key="blue",
         )
     ]
-    assert logged(logs, "claim_joined") == {
-        "event": "claim_joined",
+    assert logged(logs, "claim.joined") == {
+        "event": "claim.joined",
         "log_level": "info",
         "service": API,
         "ip": FIRST_FREE,
@@ -267,9 +267,9 @@ async def test_a_refused_join_is_not_reported_as_success(
     assert cluster.ips_of(API) == []
     if claim_in_api is not None:
         assert cluster.claim()["spec"]["services"] == [WEB]
-    entry = logged(logs, "claim_join_refused")
+    entry = logged(logs, "claim.join_refused")
     assert entry == {
-        "event": "claim_join_refused",
+        "event": "claim.join_refused",
         "log_level": "info",
         "service": API,
         "ip": FIRST_FREE,
@@ -296,8 +296,8 @@ async def test_our_own_claim_found_on_create_is_adopted_not_replaced() -> None:
     assert cluster.ips_of(WEB) == [FIRST_FREE]
     assert cluster.claim() == before
     assert [c.ip for c in term.book.held_by(WEB)] == [ip_address(FIRST_FREE)]
-    assert logged(logs, "claim_taken") == {
-        "event": "claim_taken",
+    assert logged(logs, "claim.taken") == {
+        "event": "claim.taken",
         "log_level": "info",
         "service": WEB,
         "ip": FIRST_FREE,
@@ -357,7 +357,7 @@ async def test_a_claim_of_another_service_found_on_create_is_not_taken() -> None
     assert cluster.claim() == before
     claim = term.book.claim(ip_address(FIRST_FREE))
     assert claim is not None and claim.services == ("default/other",)
-    assert logged(logs, "claim_taken")["ours"] is False
+    assert logged(logs, "claim.taken")["ours"] is False
 
     assert await reconciler.reconcile(WEB) == DONE
     assert cluster.ips_of(WEB) == [NEXT_FREE]

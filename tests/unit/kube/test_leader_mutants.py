@@ -398,7 +398,7 @@ def test_stopping_releases_by_clearing_only_the_holder() -> None:
         assert el.is_leader is False
         assert store.spec == {**held, "holderIdentity": ""}
         assert work.terms[0][1] <= store.requests[-1].at  # work stopped before the release
-        assert [e["event"] for e in logs] == ["leader_released"]
+        assert [e["event"] for e in logs] == ["leader.released"]
 
     run_story(story)
 
@@ -416,7 +416,7 @@ def test_a_failed_release_is_logged_and_the_stop_completes() -> None:
             await stop(task)
         assert task.cancelled()
         assert store.spec["holderIdentity"] == ME  # the Lease expires instead
-        failed = events(logs, "leader_release_failed")
+        failed = events(logs, "leader.release_failed")
         assert len(failed) == 1 and "503" in failed[0]["error"]
 
     run_story(story)
@@ -550,7 +550,7 @@ def test_failed_writes_to_a_lease_naming_no_other_holder_are_retried_each_period
     async def story() -> None:
         with structlog.testing.capture_logs() as logs:
             await elector(store, config(0.25, 0.5, 1.0)).run(Work(length=0))
-        failed = events(logs, "lease_attempt_failed")
+        failed = events(logs, "lease.attempt_failed")
         assert len(failed) == 5 and all("503" in e["error"] for e in failed)
 
     run_story(story)
@@ -643,10 +643,10 @@ def test_the_log_tells_who_was_seen_and_when_we_lead() -> None:
             await elector(store).run(Work(length=0))
         got = [(e["event"], e.get("holder")) for e in logs]
         assert got == [
-            ("leader_observed", "old"),
-            ("leader_observed", ME),
-            ("leader_acquired", None),
-            ("leader_released", None),
+            ("leader.observed", "old"),
+            ("leader.observed", ME),
+            ("leader.acquired", None),
+            ("leader.released", None),
         ]
         assert all((e["lease"], e["identity"]) == (LEASE, ME) for e in logs)
 
@@ -712,12 +712,12 @@ def test_a_leader_that_cannot_renew_stops_at_the_renew_deadline_and_contends_aga
             await until(lambda: len(work.terms) == 2)
         assert work.terms[0][0] == 0.0
         assert work.leader_when_cancelled == [False]
-        assert [e["event"] for e in logs if e["event"] != "lease_attempt_failed"] == [
-            "leader_observed",
-            "leader_acquired",
-            "leader_renew_deadline_passed_stopping",
-            "leader_lost",
-            "leader_acquired",
+        assert [e["event"] for e in logs if e["event"] != "lease.attempt_failed"] == [
+            "leader.observed",
+            "leader.acquired",
+            "leader.renew_deadline_passed",
+            "leader.lost",
+            "leader.acquired",
         ]
         assert el.is_leader is True
         await stop(task)

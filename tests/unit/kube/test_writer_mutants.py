@@ -304,10 +304,10 @@ async def test_retry_delays_double_from_backoff_initial_up_to_backoff_max_with_j
         await w.patch(IPCLAIMS, "c1", {"metadata": {"labels": {"a": "b"}}})
     assert clock.delays == pytest.approx([0.0075, 0.015, 0.03, 0.0375])
     assert count(WRITER_RETRIES, "ipclaims") - retries0 == 4
-    retried = [e for e in logs if e["event"] == "write_retry"]
+    retried = [e for e in logs if e["event"] == "write.retry"]
     assert retried == [
         {
-            "event": "write_retry",
+            "event": "write.retry",
             "log_level": "info",
             "resource": "ipclaims",
             "attempt": n,

@@ -91,7 +91,7 @@ async def test_a_background_restart_that_cannot_listen_is_logged_and_reported(
     assert isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE
     assert apiserver.failure is failure
     assert apiserver.generation == 0
-    failed = [e for e in logs if e["event"] == "apiserver restart failed"]
+    failed = [e for e in logs if e["event"] == "apiserver.restart_failed"]
     assert len(failed) == 1
     assert failed[0]["log_level"] == "error" and failed[0]["exc_info"]
 
@@ -199,7 +199,7 @@ def test_a_restart_whose_port_is_taken_ends_the_process_with_status_1(
             sock.close()
     log = log_path.read_text()
     assert rc == 1, log[-2000:]
-    assert "apiserver restart failed" in log
+    assert "apiserver.restart_failed" in log
     assert "Address already in use" in log  # the exception, with its traceback
     assert "Traceback" in log
-    assert "apiserver exiting" in log
+    assert "apiserver.exiting" in log

@@ -51,7 +51,7 @@ async def test_stop_terminates_a_running_component(apiserver: ApiServer, tmp_pat
     children.start()
     try:
         async with asyncio.timeout(60):
-            while "scheduler_leading" not in read(tmp_path / "s.log"):
+            while "scheduler.leading" not in read(tmp_path / "s.log"):
                 await asyncio.sleep(0.1)
         status = children.statuses()[0]
         assert status.running and status.pid is not None

@@ -50,7 +50,7 @@ async def serve(args: argparse.Namespace) -> int:
         await srv.load_crds_from_dir(args.crds)
     if args.kubeconfig_out:
         srv.write_kubeconfig(args.kubeconfig_out)
-        log.info("kubeconfig written", path=args.kubeconfig_out, url=srv.url)
+        log.info("kubeconfig.written", path=args.kubeconfig_out, url=srv.url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -64,7 +64,7 @@ async def serve(args: argparse.Namespace) -> int:
             task.cancel()
         await srv.stop()
     if srv.failure is not None:
-        log.error("apiserver exiting", reason="restart failed", error=str(srv.failure))
+        log.error("apiserver.exiting", reason="restart failed", error=str(srv.failure))
         return 1
     return 0
 

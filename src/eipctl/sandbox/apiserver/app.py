@@ -83,7 +83,7 @@ class Routes:
             return await handler(request)
         except ApiError as err:
             if err.code >= 500:
-                log.warning("request failed", path=request.path, code=err.code, message=err.message)
+                log.warning("request.failed", path=request.path, code=err.code, detail=err.message)
             return error_response(err)
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:

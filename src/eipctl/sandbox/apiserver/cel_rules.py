@@ -147,8 +147,9 @@ def _evaluator() -> _Evaluator:
         return _CelEvaluator()
     except ImportError:
         log.warning(
-            "cel-python is not installed: CRD x-kubernetes-validations other than "
-            "self == oldSelf are not checked"
+            "cel.unavailable",
+            detail="cel-python is not installed: CRD x-kubernetes-validations other than "
+            "self == oldSelf are not checked",
         )
         return _ImmutableOnly()
 

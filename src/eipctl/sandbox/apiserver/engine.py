@@ -161,7 +161,7 @@ class Engine:
         bucket[(namespace, name)] = obj
         if rt.key == CRD_KEY:
             self.registry.add_crd(obj)
-            log.info("crd established", crd=name, rv=rv)
+            log.info("crd.established", crd=name, rv=rv)
         self._publish(Event(rv, "ADDED", rt.key, obj))
         return obj
 
@@ -328,7 +328,7 @@ class Engine:
         removed = self.registry.remove_crd(crd["metadata"]["name"])
         if not removed:
             return
-        log.info("crd removed", crd=crd["metadata"]["name"])
+        log.info("crd.removed", crd=crd["metadata"]["name"])
         rt = removed[0]
         for key, obj in list(self._bucket(rt).items()):
             self._purge(rt, key, obj)

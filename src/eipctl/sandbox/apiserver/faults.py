@@ -34,7 +34,7 @@ class Faults:
     def drop_watches(self) -> int:
         """Close every open watch stream now; returns how many were closed."""
         n = self._drop()
-        log.info("fault drop_watches", closed=n)
+        log.info("fault.drop_watches", closed=n)
         return n
 
     def force_gone(self, n: int = 1) -> None:
@@ -59,7 +59,7 @@ class Faults:
         if self._resume_handle is not None:
             self._resume_handle.cancel()
         self._resume_handle = loop.call_later(seconds, self.resume)
-        log.info("fault pause", seconds=seconds)
+        log.info("fault.pause", seconds=seconds)
         fut: asyncio.Future[None] = loop.create_future()
         self._pause_waiters.append(fut)
         return fut

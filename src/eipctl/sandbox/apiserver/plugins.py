@@ -66,7 +66,7 @@ class Plugins:
         name = str(meta.get("name") or meta.get("generateName") or "Unknown")
         message = f'services "{name}" is forbidden: {_DENIED}'
         self.denials.append(message)
-        log.info("admission denied", plugin="DenyServiceExternalIPs", service=name)
+        log.info("admission.denied", plugin="DenyServiceExternalIPs", service=name)
         details = {"name": name, "group": "", "kind": "services"}
         raise ApiError(403, message, "Forbidden", details)
 

@@ -100,7 +100,7 @@ class ApiServer:
             self._bookmarks = asyncio.create_task(
                 self.store.hub.run_bookmarks(self.bookmark_interval, lambda: self.store.revision)
             )
-        log.info("apiserver started", url=self.url)
+        log.info("apiserver.started", url=self.url)
 
     async def _listen(self, port: int) -> None:
         """Bind and listen on host:port, then serve; raises if it is not listening after.
@@ -152,11 +152,11 @@ class ApiServer:
         cannot be listened on again: the server then listens nowhere.
         """
         async with self._restart_lock:
-            log.info("apiserver restarting", url=self.url, generation=self.generation)
+            log.info("apiserver.restarting", url=self.url, generation=self.generation)
             await self._close()
             await self._listen(self.port)
             self.generation += 1
-            log.info("apiserver restarted", url=self.url, generation=self.generation)
+            log.info("apiserver.restarted", url=self.url, generation=self.generation)
 
     def request_restart(self) -> int:
         """Restart in the background once the current request is answered (the admin
@@ -178,7 +178,7 @@ class ApiServer:
             await self.restart()
         except Exception as exc:
             log.exception(
-                "apiserver restart failed", url=self.url, generation=self.generation, error=str(exc)
+                "apiserver.restart_failed", url=self.url, generation=self.generation, error=str(exc)
             )
             self.failure = exc
             failed = self._failed_future()
@@ -206,7 +206,7 @@ class ApiServer:
                 await self._bookmarks
             self._bookmarks = None
         await self._close()
-        log.info("apiserver stopped", url=self.url)
+        log.info("apiserver.stopped", url=self.url)
 
     async def __aenter__(self) -> ApiServer:
         if self._runner is None:
