@@ -86,7 +86,7 @@ def test_a_restarted_controllers_ips_never_stop_answering(local_bed: LocalBed, h
             assert series.answerers(ip) == [node], (
                 f"{ip} moved while {node}'s controller restarted: answered by "
                 f"{series.answerers(ip)}; the heartbeat stopped for {back_after:.2f}s; "
-                f"the scheduler said: {bed.log_lines(scheduler_logs, 'claim.moved', 'node.dead')}"
+                f"the scheduler said: {bed.log_lines(scheduler_logs, 'object.event', 'node.dead')}"
             )
         # SIGKILL gives no grace: if the restart outlasts the node timeout the IPs may move
         # (take-over by MAC, make before break), but they must never stop answering

@@ -42,7 +42,7 @@ from test_allocator_support import (
 )
 
 from eipctl.allocator.process import Allocator
-from eipctl.allocator.views import new_claim
+from eipctl.core.claims import allocator_claim
 from eipctl.core.naming import claim_name_for
 from eipctl.kube.client import KubeApi, Obj, ResourceRef, WatchEvent, connect
 from eipctl.kube.errors import error_for
@@ -138,7 +138,9 @@ async def lagging_allocator(kubeconfig: Path) -> AsyncIterator[Running]:
 
 def replica_claim(ip: str, holder: str) -> Obj:
     """The claim another allocator replica creates to reserve `ip` for `holder`."""
-    return new_claim(ip_address(ip), None, "p", holder, "")
+    return allocator_claim(
+        ip_address(ip), pool="p", prefix_length=None, service=holder, sharing_key=""
+    )
 
 
 def hand_made_claim(ip: str, holder: str) -> Obj:

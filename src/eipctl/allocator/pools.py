@@ -20,7 +20,9 @@ from eipctl.allocator.keys import PoolKey, ServiceKey
 from eipctl.allocator.state import Term
 from eipctl.allocator.views import claim_info, is_deleting, pool_status, set_finalizer
 from eipctl.core.allocation_inputs import PoolInfo
+from eipctl.core.claims import reference
 from eipctl.core.naming import API_VERSION, POOL_FINALIZER
+from eipctl.kube import events
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, SERVICES, KubeApi, Obj
 from eipctl.kube.errors import Conflict, NotFound
 from eipctl.kube.workqueue import DONE, Result, requeue_after
@@ -110,9 +112,8 @@ class PoolReconciler:
         if term.reported.get(key) == (reason, problem):
             return
         term.reported[key] = (reason, problem)
-        log.warning("pool.problem", pool=name, reason=reason, detail=problem)
-        typed = {"apiVersion": API_VERSION, "kind": "IpClaimPool", **obj}
-        term.events.emit(typed, "Warning", reason, problem)
+        involved = events.reference(API_VERSION, "IpClaimPool", obj)
+        term.events.tell(involved, "Warning", reason, problem)
 
     # --- claims -----------------------------------------------------------------------------
     async def reconcile_claim(self, name: str) -> Result:
@@ -139,11 +140,9 @@ class PoolReconciler:
         if not deleted:  # someone else removed it first
             return DONE
         metrics.RELEASES.labels(info.pool, metrics.RELEASE_ORPHANED).inc()
-        log.info("orphan_claim.deleted", claim=name, ip=str(info.ip), services=list(info.services))
         holders = ", ".join(info.services) or "none"
         message = f"released {info.ip} (pool {info.pool}): its Services are gone ({holders})"
-        typed = {"apiVersion": API_VERSION, "kind": "IpClaim", **obj}
-        term.events.emit(typed, "Normal", "Released", message)
+        term.events.tell(reference(obj), "Normal", "Released", message, ip=str(info.ip))
         return DONE
 
     async def _service_exists(self, key: str) -> bool:

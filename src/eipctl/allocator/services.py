@@ -33,7 +33,6 @@ from eipctl.allocator.views import (
     is_deleting,
     join_claim,
     leave_claim,
-    new_claim,
     recorded_ips,
     service_info,
     set_claim_sharing_key,
@@ -42,6 +41,7 @@ from eipctl.allocator.views import (
 )
 from eipctl.core.allocation_inputs import ClaimInfo, ServiceInfo
 from eipctl.core.allocation_plan import Acquire, Plan
+from eipctl.core.claims import allocator_claim
 from eipctl.core.naming import (
     ANNOTATION_EXTERNAL_IP,
     ANNOTATION_SHARING_KEY,
@@ -50,6 +50,7 @@ from eipctl.core.naming import (
 )
 from eipctl.kube.client import IPCLAIMS, SERVICES, KubeApi, Obj
 from eipctl.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
+from eipctl.kube.events import reference
 from eipctl.kube.workqueue import DONE, Result, requeue_after
 
 log = structlog.get_logger(__name__)
@@ -135,11 +136,10 @@ class ServiceReconciler:
             await self._release(key, ip)
         message = f"the API refused to write the IPs to the Service ({exc.reason}): {exc.message}"
         last = ("ServiceWriteRefused", message)
-        log.warning("service.write_refused", service=key, reason=exc.reason, error=exc.message)
         if self.term.reported.get(key) != last:
             self.term.reported[key] = last
             metrics.ALLOCATION_FAILURES.labels(metrics.failure_reason("ServiceWriteRefused")).inc()
-            self.term.events.emit(_typed(obj), "Warning", "ServiceWriteRefused", message)
+            self.term.events.tell(_service(obj), "Warning", "ServiceWriteRefused", message)
 
     # --- claims ---------------------------------------------------------------------------
     async def _acquire(self, key: str, acq: Acquire, info: ServiceInfo | None) -> bool:
@@ -156,7 +156,14 @@ class ServiceReconciler:
             self._seen(stored)
             log.info("claim.joined", service=key, ip=str(acq.ip), claim=name)
             return True
-        body = new_claim(acq.ip, term.book.pool(acq.pool), acq.pool, key, sharing_key)
+        pool = term.book.pool(acq.pool)
+        body = allocator_claim(
+            acq.ip,
+            pool=acq.pool,
+            prefix_length=pool.prefix_length if pool is not None else None,
+            service=key,
+            sharing_key=sharing_key,
+        )
         try:
             stored = await term.writer.create(IPCLAIMS, body)
         except AlreadyExists:
@@ -292,10 +299,7 @@ class ServiceReconciler:
             except NotFound:
                 continue
             if mark is not None and obj is not None:
-                log.warning(
-                    "allocation.marked", service=plan.service, ip=str(ip), reason=mark.reason
-                )
-                term.events.emit(_typed(obj), "Warning", mark.reason, mark.message)
+                term.events.tell(_service(obj), "Warning", mark.reason, mark.message, ip=str(ip))
 
     def _report(self, key: str, obj: Obj | None, plan: Plan) -> None:
         term = self.term
@@ -312,14 +316,13 @@ class ServiceReconciler:
             return
         term.reported[key] = last
         metrics.ALLOCATION_FAILURES.labels(metrics.failure_reason(problem.reason)).inc()
-        log.warning("service.problem", service=key, reason=problem.reason, detail=problem.message)
-        term.events.emit(_typed(obj), "Warning", problem.reason, problem.message)
+        term.events.tell(_service(obj), "Warning", problem.reason, problem.message)
 
     def _event(self, key: str, obj: Obj | None, reason: str, message: str) -> None:
         """A Normal Event on the Service (a bare reference when it is already gone)."""
         namespace, _, name = key.partition("/")
         involved = obj if obj is not None else {"metadata": {"name": name, "namespace": namespace}}
-        self.term.events.emit(_typed(involved), "Normal", reason, message)
+        self.term.events.emit(_service(involved), "Normal", reason, message)
 
     def _time(self, key: str, seen_at: float, plan: Plan, served: bool, raced: bool) -> None:
         """Observe the allocation duration once the Service carries a new IP; keep the start
@@ -344,5 +347,6 @@ class ServiceReconciler:
             )
 
 
-def _typed(obj: Obj) -> Obj:
-    return {"apiVersion": "v1", "kind": "Service", **obj}
+def _service(obj: Obj) -> Obj:
+    """The Service as an Event's involved object."""
+    return reference("v1", "Service", obj)

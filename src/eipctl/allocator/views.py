@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eipctl.core.allocation_inputs import ClaimInfo, PoolInfo, ServiceInfo
-from eipctl.core.claims import allocator_claim, is_per_node_copy
+from eipctl.core.claims import is_per_node_copy
 from eipctl.core.conditions import (
     READY,
     Condition,
@@ -168,15 +168,6 @@ def pool_infos(objs: Iterable[Mapping[str, Any]]) -> list[PoolInfo]:
             )
         )
     return infos
-
-
-def new_claim(ip: IPAddress, pool: PoolInfo | None, pool_name: str, service: str, key: str) -> Obj:
-    """The IpClaim that reserves ``ip`` for ``service``, with its pool's mask
-    (`core.claims.allocator_claim` spells it)."""
-    prefix = pool.prefix_length if pool is not None else None
-    return allocator_claim(
-        ip, pool=pool_name, prefix_length=prefix, service=service, sharing_key=key
-    )
 
 
 class Refused(Exception):  # noqa: N818 (an outcome, like Conflict)

@@ -285,7 +285,7 @@ class LinkReconciler:
         self._announcements.start(addr.link, addr.ip, claim.name)
         if addr in self._held:
             self._status.event(
-                claim.to_dict(),
+                claim,
                 "Normal",
                 "AddressRestored",
                 f"{addr.ip} had gone from {addr.link} on {self.node}; put back",
@@ -294,7 +294,7 @@ class LinkReconciler:
         if decision is ConflictDecision.TAKE_OVER:
             holder = claim.status.bound_node or "another node"
             self._status.event(
-                claim.to_dict(),
+                claim,
                 "Normal",
                 "TakenOver",
                 f"{addr.ip} taken over on {self.node} from {holder}, which still answered for it",
@@ -308,7 +308,7 @@ class LinkReconciler:
     # -- reporting -----------------------------------------------------------------------
     def _conflict(self, claim: IpClaim, reason: str, message: str) -> None:
         CLAIM_CONFLICTS.labels(reason).inc()
-        self._status.conflict(claim, claim.to_dict(), reason, message)
+        self._status.conflict(claim, reason, message)
         self._retry_in(self.settings.conflict_retry)
 
     def _report_blocked(self, blocked: Blocked, claim: IpClaim) -> None:

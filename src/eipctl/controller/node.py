@@ -26,7 +26,7 @@ from eipctl.core.ipnode import IpNode
 from eipctl.core.naming import API_VERSION, LABEL_NODE, is_label_value
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import ApiError, NotFound
-from eipctl.kube.events import EventRecorder
+from eipctl.kube.events import EventRecorder, reference
 from eipctl.kube.informer import Informer
 from eipctl.kube.writer import SerializedWriter
 from eipctl.net.link import Announcer, LinkBackend, Prober
@@ -273,7 +273,7 @@ class NodeController:
     # -- fencing -------------------------------------------------------------------------
     def _on_fence(self, transition: FenceTransition) -> None:
         node = self.settings.node
-        involved: Obj = {"apiVersion": API_VERSION, "kind": "IpNode", "metadata": {"name": node}}
+        involved = reference(API_VERSION, "IpNode", {"metadata": {"name": node}})
         timeout = self.settings.node_timeout
         if transition is FenceTransition.FENCE:
             self.events.emit(

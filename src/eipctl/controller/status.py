@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import structlog
 
 from eipctl.core.claim_status import has_conflict, is_bound_here, mark_bound, mark_conflict
-from eipctl.core.claims import skips_probe
+from eipctl.core.claims import reference, skips_probe
 from eipctl.core.fields import Mutation, name_of
 from eipctl.core.ipnode import ADDRESSES, MACS
 from eipctl.core.link_plan import Address, PlacedClaim
@@ -90,6 +90,8 @@ class StatusReporter:
         self._writer = writer
         self._events = events
         self._node = node
+        # Not the writer's lanes, which would queue every pass's copy: the cache shows a write
+        # only once it lands, so this keeps one per object and one Conflict Event per write.
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._addresses: tuple[list[str], list[str]] | None = None  # last addresses, macs
 
@@ -101,28 +103,28 @@ class StatusReporter:
             self._update(claim.name, mark_bound(self._node), "bound"),
         )
 
-    def conflict(self, claim: IpClaim, raw: Obj, reason: str, message: str) -> None:
+    def conflict(self, claim: IpClaim, reason: str, message: str) -> None:
         if has_conflict(claim, reason, message):
             return
         key = f"claim/{claim.name}"
         if key in self._inflight:
             return
-        self._events.emit(raw, "Warning", reason, message)
+        self._events.emit(_involved(claim), "Warning", reason, message)
         self._spawn(
             key,
             self._update(claim.name, mark_conflict(self._node, reason, message), "conflict"),
         )
 
-    def event(self, raw: Obj, type_: EventType, reason: str, message: str) -> None:
-        """Post an Event about `raw` (a claim or the IpNode) through the node's recorder."""
-        self._events.emit(raw, type_, reason, message)
+    def event(self, claim: IpClaim, type_: EventType, reason: str, message: str) -> None:
+        """Post an Event about `claim` through the node's recorder."""
+        self._events.emit(_involved(claim), type_, reason, message)
 
     def node_addresses(self, addresses: list[str], macs: list[str] | None = None) -> None:
         """IpNode status: the managed addresses really on the links, and the links' MACs
         (so another node whose probe meets one of them knows it is eipctl's)."""
         published = (addresses, macs or [])
-        if published == self._addresses:
-            return
+        if published == self._addresses or "ipnode" in self._inflight:
+            return  # one patch in flight: a later pass publishes what is true by then
         self._addresses = published
         self._spawn("ipnode", self._patch_addresses(*published))
 
@@ -167,3 +169,8 @@ class StatusReporter:
         except Exception as exc:
             self._addresses = None
             log.warning("ipnode.addresses.failed", node=self._node, error=repr(exc))
+
+
+def _involved(claim: IpClaim) -> Obj:
+    """The claim as the involved object of an Event."""
+    return reference({"metadata": claim.metadata})

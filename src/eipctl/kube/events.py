@@ -63,6 +63,7 @@ class EventRecorder:
         self.host = host
         self._max = max_remembered
         self._seen: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
+        # Every post scheduled, for the backlog bound and `flush` (Events bypass the writer).
         self._tasks: set[asyncio.Task[None]] = set()
         # Events are best effort: a few posts at a time so a burst (2,000 Services at once)
         # never competes with the writes that matter, and a bounded backlog beyond which

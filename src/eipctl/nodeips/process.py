@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 import structlog
 
 from eipctl.cloud.provider import AddressProvider
+from eipctl.core.claims import is_node_ip_claim, node_of
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.naming import LABEL_EXTERNAL_IP
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, NODES, KubeApi, ResourceRef
@@ -23,7 +24,6 @@ from eipctl.kube.informer import ListWatchApi
 from eipctl.kube.leader import LeaseApi
 from eipctl.kube.manager import Component, LeaderTerm, Manager, clients
 from eipctl.kube.workqueue import Handler
-from eipctl.nodeips import views as v
 from eipctl.nodeips.reconciler import NodeReconciler
 from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.health import Health
@@ -61,10 +61,6 @@ async def _providers(settings: NodeIpsSettings) -> AsyncIterator[dict[str, Addre
     finally:
         for provider in providers.values():
             await provider.close()
-
-
-def _claim_node(obj: Obj | None) -> str:
-    return str(((obj or {}).get("spec") or {}).get("nodeName") or "")
 
 
 class NodeIps:
@@ -138,7 +134,7 @@ class NodeIps:
 
     def _all_node_names(self) -> list[str]:
         names = {name_of(o) for o in self.nodes.objects()}
-        names |= {_claim_node(o) for o in self.claims.objects() if v.is_node_claim(o)}
+        names |= {node_of(o) for o in self.claims.objects() if is_node_ip_claim(o)}
         return sorted(n for n in names if n)
 
     # --- informer handlers (quick; only enqueue) --------------------------------------------
@@ -150,13 +146,13 @@ class NodeIps:
     def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
         if not self.manager.leading:
             return
-        if not any(o is not None and v.is_node_claim(o) for o in (old, new)):
+        if not any(o is not None and is_node_ip_claim(o) for o in (old, new)):
             if new is None:
                 self._on_wake(old, new)  # an address was freed
             return
-        for node in {_claim_node(old), _claim_node(new)} - {""}:
+        for node in {node_of(old or {}), node_of(new or {})} - {""}:
             self.manager.enqueue(node)
-        if new is None or not _claim_node(new):
+        if new is None or not node_of(new):
             self._on_wake(old, new)  # released or orphaned: waiting Nodes may use it
 
     def _on_wake(self, _old: Obj | None, _new: Obj | None) -> None:

@@ -27,6 +27,7 @@ from eipctl.core.node_claims import (
     may_acquire,
     release_decision,
 )
+from eipctl.kube import events
 from eipctl.kube.client import IPCLAIMS, NODES, Obj
 from eipctl.kube.errors import Conflict, NotFound
 from eipctl.kube.events import EventType
@@ -41,6 +42,9 @@ log = structlog.get_logger(__name__)
 
 class Recorder(Protocol):
     def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
+    def tell(
+        self, involved: Obj, type_: EventType, reason: str, message: str, **fields: object
+    ) -> None: ...
 
 
 class NodeReconciler:
@@ -204,8 +208,9 @@ class NodeReconciler:
         self._reported[name] = (reason, message)
         obj = self.caches.nodes.get(name)
         if obj is not None:
-            self.recorder.emit(v.node_reference(obj), type_, reason, message)
-        log.warning("node.waiting", node=name, reason=reason, detail=message)
+            self.recorder.tell(events.reference("v1", "Node", obj), type_, reason, message)
+        else:  # gone: no Node to post on, the log line is the only record
+            log.warning("node.waiting", node=name, reason=reason, detail=message)
 
     def _report_claim(self, obj: Obj, reason: str, message: str) -> None:
         key = "claim/" + name_of(obj)

@@ -38,9 +38,6 @@ from eipctl.core.resources import IpClaimPool
 
 log = structlog.get_logger(__name__)
 
-is_node_claim = is_node_ip_claim
-"""A Node's own IP (`core.claims.is_node_ip_claim`)."""
-
 
 def node_view(obj: Mapping[str, Any]) -> NodeView:
     meta = meta_of(obj)
@@ -58,7 +55,7 @@ def node_view(obj: Mapping[str, Any]) -> NodeView:
 
 def node_claim(obj: Mapping[str, Any]) -> NodeClaim | None:
     """None for an object that is not a usable node claim."""
-    if not is_node_claim(obj):
+    if not is_node_ip_claim(obj):
         return None
     try:
         ip = parse_ip(str(spec_of(obj).get(IP) or ""))
@@ -126,11 +123,6 @@ class Caches:
             return None
 
 
-def node_reference(obj: Mapping[str, Any]) -> Obj:
-    """An object reference to a core v1 Node, for Events."""
-    return {"apiVersion": "v1", "kind": "Node", "metadata": dict(meta_of(obj))}
-
-
 # --- Node edits ----------------------------------------------------------------------------
 
 
@@ -190,7 +182,7 @@ def bind(expected_from: str, to_node: str) -> Mutation:
     """
 
     def mutate(obj: Obj) -> None:
-        if not is_node_claim(obj):
+        if not is_node_ip_claim(obj):
             raise NotOurs(f"claim {name_of(obj)} is not a node claim")
         current = node_of(obj)
         if current == to_node:

@@ -20,43 +20,18 @@ per-node claims like any claim placed on them, without probing (the IP is shared
 
 from __future__ import annotations
 
-from eipctl.core.claim_status import no_live_node_status, scheduled_status
 from eipctl.core.claims import (
     SERVICES,
     bound_node_of,
     is_all_nodes,
-    is_node_bound,
     node_of,
-    per_node_claim,
     phase_of,
     pool_of,
     put_node,
-    reference,
 )
 from eipctl.core.fields import Mutation, Obj, labels_of, name_of
 from eipctl.core.naming import LABEL_NODE, LABEL_PLACEMENT, PLACEMENT_ALL
 from eipctl.core.placement import ClaimPlacement
-
-# placing.py reads these through this module (`c.node_of`, `c.scheduled_status`, ...)
-__all__ = [
-    "consistent",
-    "involved",
-    "is_all_nodes",
-    "is_per_node",
-    "no_live_node_status",
-    "node_of",
-    "per_node_claim",
-    "place",
-    "placement_of",
-    "scheduled_status",
-    "set_services",
-]
-
-is_per_node = is_node_bound
-"""Never placed or moved, only kept or removed (`core.claims.is_node_bound`)."""
-
-involved = reference
-"""An object reference for Events (`core.claims.reference`)."""
 
 
 def placement_of(obj: Obj) -> ClaimPlacement:

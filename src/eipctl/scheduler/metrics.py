@@ -9,6 +9,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from eipctl.core.claims import phase_of
 from eipctl.core.fields import Obj
 from eipctl.metrics import REGISTRY
 
@@ -59,10 +60,7 @@ _phases_published: set[str] = set()
 
 def set_claim_phases(claims: Iterable[Obj]) -> None:
     """Publish claim counts by phase; phases seen before but absent now go to 0."""
-    counts: Counter_[str] = Counter_()
-    for obj in claims:
-        phase = (obj.get("status") or {}).get("phase")
-        counts[str(phase) if phase else "Pending"] += 1
+    counts = Counter_(phase_of(obj) for obj in claims)
     for phase in _phases_published - set(counts):
         CLAIMS.labels(phase).set(0)
     for phase, n in counts.items():

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import structlog
 
-from eipctl.core.fields import Obj, labels_of, name_of
+from eipctl.core.fields import Obj, ResourceError, labels_of, name_of
+from eipctl.core.ipnode import HEARTBEAT, IpNode
 from eipctl.core.liveness import Liveness
 from eipctl.scheduler import metrics
 from eipctl.scheduler.metrics import KNOWN_NODES, LIVE_NODES, NODE_HEARTBEAT_AGE
@@ -51,15 +52,8 @@ class NodeWatch:
             self.kick()
             return
         was_live = self.liveness.is_live(name, now)
-        status = new.get("status") or {}
-        heartbeat = status.get("heartbeat")
-        grace = status.get("restartGraceSeconds")
-        self.liveness.observe(
-            name,
-            heartbeat if isinstance(heartbeat, int) else None,
-            now,
-            grace=float(grace) if isinstance(grace, int | float) else 0.0,
-        )
+        heartbeat, grace = _heartbeat_and_grace(new)
+        self.liveness.observe(name, heartbeat, now, grace=grace)
         relabelled = old is not None and labels_of(old) != labels_of(new)
         if not was_live or relabelled:
             self.kick()
@@ -118,3 +112,18 @@ class NodeWatch:
             if stalled:
                 delay = min(delay, self.liveness.timeout / 10)
             await asyncio.sleep(max(delay, 0.0) + 0.001)
+
+
+def _heartbeat_and_grace(obj: Obj) -> tuple[int | None, float]:
+    """An IpNode's heartbeat and announced restart grace (0: none).
+
+    The heartbeat is None until the controller has written one: the typed status reads a
+    missing counter as 0, and a 0 written after none must count as a change. A status that
+    does not parse (the CRD's schema refuses one) has no heartbeat and no grace.
+    """
+    try:
+        status = IpNode.from_dict(obj).status
+    except ResourceError:
+        return None, 0.0
+    written = (obj.get("status") or {}).get(HEARTBEAT) is not None
+    return (status.heartbeat if written else None), status.restart_grace

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from eipctl.core.claim_status import no_live_node_status, scheduled_status
+from eipctl.core.claims import is_all_nodes, is_node_bound, node_of, reference
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
 from eipctl.core.placement import Cluster, Decision, Policy, Reason, plan
@@ -31,7 +33,7 @@ from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
 from eipctl.kube.events import EventType
 from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
-from eipctl.scheduler import claims as c
+from eipctl.scheduler.claims import consistent, place, placement_of
 from eipctl.scheduler.metrics import (
     FAILOVER_SECONDS,
     PLACEMENT_PASS_SECONDS,
@@ -49,7 +51,9 @@ class Cache(Protocol):
 
 
 class Recorder(Protocol):
-    def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
+    def tell(
+        self, involved: Obj, type_: EventType, reason: str, message: str, **fields: object
+    ) -> None: ...
 
 
 class ServiceNotifier(Protocol):
@@ -110,11 +114,14 @@ class Placer:
         """Completed passes (tests and debugging)."""
         self._pool_views = PoolViews()
         self._written: dict[str, Obj] = {}
+        # Not the writer's lanes: those order the writes to a claim, this keeps a pass from
+        # deciding it twice on one observation and lets passes plan from where it is going.
         self._pending: dict[str, Decision | None] = {}
         """Claims with a write in flight: the decision, or None for a repair."""
         self._deferred: set[str] = set()
         """Claims a pass wanted to decide while their write was in flight."""
         self._tasks: set[asyncio.Task[None]] = set()
+        """The writes in flight: held (the loop keeps only weak references), awaited by close."""
 
     def is_echo(self, obj: Obj) -> bool:
         """True if ``obj`` is what our own write stored (no new pass needed for it)."""
@@ -164,7 +171,7 @@ class Placer:
         all_claims = self.claim_objects()
         set_claim_phases(all_claims)
         for obj in all_claims:
-            if c.is_per_node(obj):
+            if is_node_bound(obj):
                 per_node[name_of(obj)] = obj
             else:
                 objs.append(obj)
@@ -175,7 +182,7 @@ class Placer:
         )
         views = []
         for obj in objs:
-            view = c.placement_of(obj)
+            view = placement_of(obj)
             pending = self._pending.get(view.name)
             if pending is not None and not pending.no_live_node:
                 view = replace(view, node=pending.to_node, all_nodes=pending.all_nodes)
@@ -200,7 +207,7 @@ class Placer:
         decided = {d.claim for d in result.decisions}
         for obj in objs:
             name = name_of(obj)
-            if name not in decided and name not in self._pending and not c.consistent(obj):
+            if name not in decided and name not in self._pending and not consistent(obj):
                 self._start(name, None, self._repair(obj))
         self._sync_per_node(
             objs, per_node, cluster, decided_all={d.claim for d in result.decisions if d.all_nodes}
@@ -215,7 +222,7 @@ class Placer:
         marked = [
             o
             for o in objs
-            if self.policy is Policy.ALL and (c.is_all_nodes(o) or name_of(o) in decided_all)
+            if self.policy is Policy.ALL and (is_all_nodes(o) or name_of(o) in decided_all)
         ]
         changes = per_node_changes(marked, per_node, cluster)
         for body in changes.create:
@@ -228,20 +235,21 @@ class Placer:
                 self._start(name, None, self._delete_per_node(obj))
 
     async def _create_per_node(self, body: Obj) -> None:
-        name, node = name_of(body), c.node_of(body)
+        name, node = name_of(body), node_of(body)
         try:
             await self.writer.create(IPCLAIMS, body)
         except AlreadyExists:
             return
         message = f"policy all: held by {node}"
         try:
-            stored = await self.writer.update_status(IPCLAIMS, name, c.scheduled_status(message))
+            stored = await self.writer.update_status(IPCLAIMS, name, scheduled_status(message))
         except NotFound:
             return
         self.remember(stored)
         PLACEMENTS.labels(Reason.ALL_NODES.value).inc()
-        log.info("per_node_claim.created", claim=name, ip=body["spec"]["ip"], node=node)
-        self.recorder.emit(c.involved(stored), "Normal", "AllNodes", message)
+        self.recorder.tell(
+            reference(stored), "Normal", "AllNodes", message, ip=body["spec"]["ip"], node=node
+        )
 
     async def _delete_per_node(self, obj: Obj) -> None:
         name = name_of(obj)
@@ -251,7 +259,7 @@ class Placer:
         except Conflict:
             return  # changed meanwhile: the next pass looks again
         if deleted:
-            log.info("per_node_claim.deleted", claim=name, node=c.node_of(obj))
+            log.info("per_node_claim.deleted", claim=name, node=node_of(obj))
 
     def _start(
         self, name: str, decision: Decision | None, write: Coroutine[Any, Any, None]
@@ -281,17 +289,17 @@ class Placer:
             return
         try:
             stored = await self.writer.update(
-                IPCLAIMS, d.claim, c.place(d.from_node, d.to_node, all_nodes=d.all_nodes)
+                IPCLAIMS, d.claim, place(d.from_node, d.to_node, all_nodes=d.all_nodes)
             )
         except NotFound:
             return
         self.remember(stored)
-        if c.node_of(stored) != d.to_node or c.is_all_nodes(stored) != d.all_nodes:
+        if node_of(stored) != d.to_node or is_all_nodes(stored) != d.all_nodes:
             log.info(
                 "placement.skipped",
                 claim=d.claim,
                 expected_node=d.from_node,
-                found_node=c.node_of(stored),
+                found_node=node_of(stored),
                 why="claim changed since the decision; the next pass decides again",
             )
             return
@@ -300,27 +308,24 @@ class Placer:
             FAILOVER_SECONDS.observe(max(0.0, self.clock() - since))
         message = self._message(d)
         try:
-            stored = await self.writer.update_status(IPCLAIMS, d.claim, c.scheduled_status(message))
+            stored = await self.writer.update_status(IPCLAIMS, d.claim, scheduled_status(message))
         except NotFound:
             return
         self.remember(stored)
         PLACEMENTS.labels(d.reason.value).inc()
-        type_, reason = _EVENT[d.reason]
-        self.recorder.emit(c.involved(stored), type_, reason, message)
         told = self.services.placed(stored, d)
-        fields = dict(
-            claim=d.claim,
+        type_, reason = _EVENT[d.reason]
+        self.recorder.tell(
+            reference(stored),
+            type_,
+            reason,
+            message,
             ip=(stored.get("spec") or {}).get("ip"),
             from_node=d.from_node or None,
             to_node=d.to_node or None,
             all_nodes=d.all_nodes or None,
-            reason=d.reason.value,
             services=list(told) or None,
         )
-        if d.from_node:
-            log.info("claim.moved", **fields)
-        else:
-            log.info("claim.placed", **fields)
 
     def _message(self, d: Decision) -> str:
         if d.all_nodes:
@@ -343,34 +348,34 @@ class Placer:
             message = "no live eligible node"
         try:
             stored = await self.writer.update_status(
-                IPCLAIMS, d.claim, c.no_live_node_status(message)
+                IPCLAIMS, d.claim, no_live_node_status(message)
             )
         except NotFound:
             return
         if stored.get("status") == obj.get("status"):
             return  # already reported
         self.remember(stored)
-        self.recorder.emit(c.involved(stored), "Warning", "NoLiveNode", message)
         told = self.services.unplaceable(stored, d)
-        log.warning(
-            "claim.unplaceable",
-            claim=d.claim,
+        self.recorder.tell(
+            reference(stored),
+            "Warning",
+            "NoLiveNode",
+            message,
             node=d.from_node or None,
-            reason="NoLiveNode",
             services=list(told) or None,
         )
 
     async def _repair(self, obj: Obj) -> None:
         """Make labels and phase agree with a placement that stays (no move)."""
-        name, node = name_of(obj), c.node_of(obj)
+        name, node = name_of(obj), node_of(obj)
         try:
             stored = await self.writer.update(
-                IPCLAIMS, name, c.place(node, node, all_nodes=c.is_all_nodes(obj) and not node)
+                IPCLAIMS, name, place(node, node, all_nodes=is_all_nodes(obj) and not node)
             )
             self.remember(stored)
-            if c.node_of(stored) == node:
+            if node_of(stored) == node:
                 text = f"on {node}" if node else "policy all"
-                stored = await self.writer.update_status(IPCLAIMS, name, c.scheduled_status(text))
+                stored = await self.writer.update_status(IPCLAIMS, name, scheduled_status(text))
                 self.remember(stored)
         except NotFound:
             return

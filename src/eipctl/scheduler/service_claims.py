@@ -45,6 +45,7 @@ from eipctl.core.naming import (
     claim_name_for,
     ip_for_claim_name,
 )
+from eipctl.kube import events
 from eipctl.kube.client import IPCLAIMS, object_key
 from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
 from eipctl.kube.events import EventType
@@ -63,6 +64,9 @@ class Cache(Protocol):
 
 class Recorder(Protocol):
     def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
+    def tell(
+        self, involved: Obj, type_: EventType, reason: str, message: str, **fields: object
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -218,7 +222,11 @@ class ServiceClaims:
             services=manual,
         )
         for key in manual:
-            self._service_event(key, "Normal", "ExternalIPClaimed", f"claimed {ip}/{prefix}")
+            involved = self._service(key)
+            if involved is not None:
+                self.recorder.emit(
+                    involved, "Normal", "ExternalIPClaimed", f"claimed {ip}/{prefix}"
+                )
         for key in manual:
             self._refused.discard((key, name))
         return DONE
@@ -235,20 +243,22 @@ class ServiceClaims:
             if (key, name) in self._refused:
                 continue
             self._refused.add((key, name))
-            log.warning("manual_ip.refused", claim=name, ip=ip, service=key)
-            self._service_event(
-                key,
-                "Warning",
-                "ExternalIPRefused",
+            message = (
                 f"{ip} is in no IpClaimPool with allowManual: true; eipctl will not announce it "
-                "(set allowManual on a pool holding it, or --claim-unpooled-external-ips)",
+                "(set allowManual on a pool holding it, or --claim-unpooled-external-ips)"
             )
+            involved = self._service(key)
+            if involved is None:  # not cached: no Service to post on, the log is the record
+                log.warning("manual_ip.refused", claim=name, ip=ip, service=key)
+            else:
+                self.recorder.tell(
+                    involved, "Warning", "ExternalIPRefused", message, claim=name, ip=ip
+                )
 
-    def _service_event(self, key: str, type_: EventType, reason: str, message: str) -> None:
+    def _service(self, key: str) -> Obj | None:
+        """Service ``key`` as the involved object of an Event; None when it is not cached."""
         svc = self.services.get(key)
-        if svc is not None:
-            ref = {"apiVersion": "v1", "kind": "Service", "metadata": svc.get("metadata") or {}}
-            self.recorder.emit(ref, type_, reason, message)
+        return None if svc is None else events.reference("v1", "Service", svc)
 
     async def _sync_services(self, name: str, claim: Obj) -> Result:
         if labels_of(claim).get(LABEL_ORIGIN) != ORIGIN_MANUAL:
@@ -298,18 +308,14 @@ class ServiceClaims:
         self._unused_since.pop(name, None)
         if deleted:
             spec = spec_of(claim)
-            log.info(
-                "orphan_claim.deleted",
-                claim=name,
-                ip=spec.get(IP),
-                node=spec.get(NODE_NAME),
-                unused_for=round(now - since, 3),
-            )
-            self.recorder.emit(
+            self.recorder.tell(
                 reference(claim),
                 "Normal",
                 "OrphanDeleted",
                 f"no Service uses {spec.get(IP)} for {self.grace:g}s",
+                ip=spec.get(IP),
+                node=spec.get(NODE_NAME),
+                unused_for=round(now - since, 3),
             )
         return DONE
 

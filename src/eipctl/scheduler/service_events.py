@@ -32,7 +32,7 @@ import structlog
 from eipctl.core.fields import Obj, labels_of
 from eipctl.core.naming import LABEL_POOL
 from eipctl.core.placement import Decision, Reason
-from eipctl.kube.events import EventType
+from eipctl.kube.events import EventType, reference
 
 log = structlog.get_logger(__name__)
 
@@ -112,7 +112,7 @@ def service_ref(key: str, cached: Obj | None) -> Obj:
         for field in ("uid", "resourceVersion"):
             if cached_meta.get(field):
                 meta[field] = str(cached_meta[field])
-    return {"apiVersion": "v1", "kind": "Service", "metadata": meta}
+    return reference("v1", "Service", {"metadata": meta})
 
 
 class ServiceEvents:

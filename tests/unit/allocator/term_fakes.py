@@ -17,8 +17,8 @@ from kube.kube_fakes import FakeApi
 from allocator.test_services import Cache
 from eipctl.allocator.keys import AllocatorKey
 from eipctl.allocator.state import CLAIM_INDEXERS, Caches, Term
-from eipctl.allocator.views import new_claim
 from eipctl.core.allocation import AllocationBook
+from eipctl.core.claims import allocator_claim
 from eipctl.core.naming import LABEL_ORIGIN, ORIGIN_ALL_NODES, ORIGIN_MANUAL, claim_name_for
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, SERVICES, Obj, ResourceRef, object_key
 from eipctl.kube.events import EventRecorder
@@ -69,6 +69,10 @@ class Posted:
     def emit(self, involved: Obj, type_: str, reason: str, message: str) -> None:
         name = involved["metadata"]["name"]
         self.events.append((f"{involved.get('kind')}/{name}", type_, reason, message))
+
+    def tell(self, involved: Obj, type_: str, reason: str, message: str, **_: object) -> None:
+        """The Event `EventRecorder.tell` posts (its log line is tested in kube/)."""
+        self.emit(involved, type_, reason, message)
 
 
 class Cluster:
@@ -158,7 +162,13 @@ def by_hand(name: str, ip: str) -> Obj:
 
 def claim(ip: str, pool_name: str, *services: str, sharing_key: str = "") -> Obj:
     """The claim the allocator makes for `services` (the first one made it)."""
-    obj = new_claim(ip_address(ip), None, pool_name, services[0] if services else "", sharing_key)
+    obj = allocator_claim(
+        ip_address(ip),
+        pool=pool_name,
+        prefix_length=None,
+        service=services[0] if services else "",
+        sharing_key=sharing_key,
+    )
     obj["spec"]["services"] = list(services)
     return obj
 

@@ -22,9 +22,9 @@ from kube.kube_fakes import FakeApi
 
 from eipctl.allocator.services import ServiceReconciler
 from eipctl.allocator.state import Caches, Term
-from eipctl.allocator.views import new_claim
 from eipctl.core.allocation import AllocationBook
 from eipctl.core.allocation_inputs import ClaimInfo
+from eipctl.core.claims import allocator_claim
 from eipctl.core.naming import claim_name_for
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, SERVICES, Obj, ResourceRef, object_key
 from eipctl.kube.errors import AlreadyExists
@@ -62,6 +62,10 @@ class Events:
 
     def emit(self, involved: Obj, type_: str, reason: str, message: str) -> None:
         self.posted.append((type_, reason, message))
+
+    def tell(self, involved: Obj, type_: str, reason: str, message: str, **_: object) -> None:
+        """The Event `EventRecorder.tell` posts (its log line is tested in kube/)."""
+        self.emit(involved, type_, reason, message)
 
 
 class Cluster:
@@ -118,7 +122,9 @@ def service(name: str, *, port: int = 80, sharing_key: str = "") -> Obj:
 
 def claim_for(holder: str, sharing_key: str = "", ip: str = FIRST_FREE) -> Obj:
     """The claim an allocator (this one before a restart, or another replica) made."""
-    return new_claim(ip_address(ip), None, "p", holder, sharing_key)
+    return allocator_claim(
+        ip_address(ip), pool="p", prefix_length=None, service=holder, sharing_key=sharing_key
+    )
 
 
 def sharing_key_of(claim: Obj) -> str | None:

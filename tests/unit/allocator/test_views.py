@@ -13,7 +13,6 @@ from eipctl.allocator.views import (
     claim_info,
     join_claim,
     leave_claim,
-    new_claim,
     pool_infos,
     pool_status,
     service_info,
@@ -21,6 +20,7 @@ from eipctl.allocator.views import (
     set_ingress,
     set_service_ips,
 )
+from eipctl.core.claims import allocator_claim
 from eipctl.core.naming import POOL_FINALIZER
 
 A, B, HAND = ip_address("192.0.2.1"), ip_address("192.0.2.2"), "203.0.113.9"
@@ -73,8 +73,8 @@ def test_ingress_only_for_load_balancers_and_others_entries_kept() -> None:
     assert obj["status"]["loadBalancer"]["ingress"] == [{"hostname": "lb.example"}]
 
 
-def test_new_claim_is_named_after_the_ip_and_owned() -> None:
-    body = new_claim(A, None, "p", "shop/web", "k")
+def test_an_allocator_claim_is_named_after_the_ip_and_owned() -> None:
+    body = allocator_claim(A, pool="p", prefix_length=None, service="shop/web", sharing_key="k")
     assert body["metadata"]["name"] == "192-0-2-1"
     assert body["metadata"]["labels"] == {"eipctl.io/pool": "p", "eipctl.io/origin": "allocator"}
     info = claim_info(body)
@@ -83,7 +83,7 @@ def test_new_claim_is_named_after_the_ip_and_owned() -> None:
 
 
 def test_join_needs_the_same_key_and_leave_drops_only_that_service() -> None:
-    body = new_claim(A, None, "p", "shop/web", "k")
+    body = allocator_claim(A, pool="p", prefix_length=None, service="shop/web", sharing_key="k")
     join_claim("shop/api", "k")(body)
     assert body["spec"]["services"] == ["shop/api", "shop/web"]
     with pytest.raises(Refused):

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from scheduler_harness import GROUP, SimNodes, make_claim, placements, scheduler
 
 from eipctl.core.placement import Decision, Reason
@@ -237,6 +238,33 @@ async def test_services_hear_where_the_ip_is_placed_and_why_it_moved(
         await sched.recorder.flush()
         assert node_of_ip(srv) == other
         assert told(srv, "web") == [placed, moved] == told(srv, "api")
+
+
+async def test_a_placement_is_logged_as_the_event_on_the_claim_with_the_services_told(
+    srv: ApiServer, kubeconfig: Path, nodes: SimNodes
+) -> None:
+    nodes.add("node-0")
+    add_service(srv, "web", [IP])
+    add_claim(srv, ["default/web"])
+    with structlog.testing.capture_logs() as logs:
+        async with scheduler(kubeconfig, node_timeout=5.0):
+            await eventually(lambda: told(srv, "web") != [], what="placed told")
+    assert [e for e in logs if e["event"] == "object.event"] == [
+        {
+            "event": "object.event",
+            "log_level": "info",
+            "kind": "IpClaim",
+            "name": NAME,
+            "namespace": None,
+            "reason": "Placed",
+            "detail": "placed on node-0",
+            "ip": IP,
+            "from_node": None,
+            "to_node": "node-0",
+            "all_nodes": None,
+            "services": ["default/web"],
+        }
+    ]
 
 
 async def test_moves_for_other_reasons_say_why(
