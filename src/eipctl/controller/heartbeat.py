@@ -23,40 +23,21 @@ import structlog
 from eipctl.core.fence import Fence, FenceTransition
 from eipctl.core.fields import Mutation, labels_of
 from eipctl.core.ipnode import HEARTBEAT, RESTART_GRACE_SECONDS, IpNode
-from eipctl.kube.client import IPNODES, NODES, Obj, ResourceRef, Subresource
+from eipctl.kube.client import IPNODES, NODES, Obj
 from eipctl.kube.errors import AlreadyExists, Forbidden, NotFound
+from eipctl.kube.verbs import Gets, Patches, WritesCreate, WritesUpdate
 
 from .metrics import FENCE_TRANSITIONS, FENCED, HEARTBEAT_AGE, HEARTBEATS
 
 log = structlog.get_logger(__name__)
 
 
-class NodeApi(Protocol):
-    async def get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, sub: Subresource = None
-    ) -> Obj: ...
-
-    async def patch(
-        self,
-        ref: ResourceRef,
-        name: str,
-        patch: Obj,
-        namespace: str | None = None,
-        sub: Subresource = None,
-    ) -> Obj: ...
+class NodeApi(Gets, Patches, Protocol):
+    """The heartbeat's own connection: a GET and the status patch (`KubeApi`)."""
 
 
-class NodeWriter(Protocol):
-    async def create(self, ref: ResourceRef, obj: Obj) -> Obj: ...
-    async def update(
-        self,
-        ref: ResourceRef,
-        name: str,
-        mutate: Mutation,
-        *,
-        namespace: str | None = None,
-        status: bool = False,
-    ) -> Obj: ...
+class NodeWriter(WritesCreate, WritesUpdate, Protocol):
+    """Registering the IpNode goes through the writer (`SerializedWriter`)."""
 
 
 async def node_labels(api: NodeApi, node: str) -> dict[str, str] | None:

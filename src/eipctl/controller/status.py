@@ -28,29 +28,16 @@ from eipctl.core.fields import Mutation, name_of
 from eipctl.core.ipnode import ADDRESSES, MACS
 from eipctl.core.link_plan import Address, PlacedClaim
 from eipctl.core.resources import IpClaim, ResourceError
-from eipctl.kube.client import IPCLAIMS, IPNODES, Obj, ResourceRef
+from eipctl.kube.client import IPCLAIMS, IPNODES, Obj
 from eipctl.kube.errors import NotFound
 from eipctl.kube.events import EventType
+from eipctl.kube.verbs import WritesPatch, WritesStatus
 
 log = structlog.get_logger(__name__)
 
 
-class StatusWriter(Protocol):
+class StatusWriter(WritesStatus, WritesPatch, Protocol):
     """The part of `SerializedWriter` used here."""
-
-    async def update_status(
-        self, ref: ResourceRef, name: str, mutate: Mutation, *, namespace: str | None = None
-    ) -> Obj: ...
-
-    async def patch(
-        self,
-        ref: ResourceRef,
-        name: str,
-        patch: Obj,
-        *,
-        namespace: str | None = None,
-        status: bool = False,
-    ) -> Obj: ...
 
 
 class EventSink(Protocol):

@@ -15,24 +15,17 @@ from typing import Literal, Protocol
 
 import structlog
 
-from eipctl.kube.client import EVENTS, Obj, ResourceRef, Subresource
+from eipctl.kube.client import EVENTS, Obj
 from eipctl.kube.errors import NotFound
+from eipctl.kube.verbs import Creates, Patches
 
 log = structlog.get_logger(__name__)
 
 EventType = Literal["Normal", "Warning"]
 
 
-class EventApi(Protocol):
-    async def create(self, ref: ResourceRef, obj: Obj, namespace: str | None = None) -> Obj: ...
-    async def patch(
-        self,
-        ref: ResourceRef,
-        name: str,
-        patch: Obj,
-        namespace: str | None = None,
-        sub: Subresource = None,
-    ) -> Obj: ...
+class EventApi(Creates, Patches, Protocol):
+    """The verbs Events need (`KubeApi` satisfies it)."""
 
 
 def reference(api_version: str, kind: str, obj: Obj) -> Obj:

@@ -27,20 +27,15 @@ from typing import Any, Protocol
 
 import structlog
 
-from eipctl.kube.client import LEASES, Obj, ResourceRef, Subresource
+from eipctl.kube.client import LEASES, Obj
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from eipctl.kube.verbs import Creates, Gets, Replaces
 
 log = structlog.get_logger(__name__)
 
 
-class LeaseApi(Protocol):
+class LeaseApi(Gets, Creates, Replaces, Protocol):
     """What the elector needs (`KubeApi` satisfies it)."""
-
-    async def get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, sub: Subresource = None
-    ) -> Obj: ...
-    async def create(self, ref: ResourceRef, obj: Obj, namespace: str | None = None) -> Obj: ...
-    async def replace(self, ref: ResourceRef, obj: Obj, sub: Subresource = None) -> Obj: ...
 
 
 @dataclass

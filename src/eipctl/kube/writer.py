@@ -27,35 +27,14 @@ from eipctl.core.fields import Mutation
 from eipctl.kube.client import Obj, ResourceRef, Subresource
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, is_retryable
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES, WRITER_WRITES
+from eipctl.kube.verbs import Creates, Deletes, Gets, Patches, Replaces
 from eipctl.kube.write_ids import landed, stamp
 
 log = structlog.get_logger(__name__)
 
 
-class ObjectApi(Protocol):
+class ObjectApi(Gets, Creates, Replaces, Patches, Deletes, Protocol):
     """The verbs the writer needs (`KubeApi` satisfies it; tests pass fakes)."""
-
-    async def get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, sub: Subresource = None
-    ) -> Obj: ...
-    async def create(self, ref: ResourceRef, obj: Obj, namespace: str | None = None) -> Obj: ...
-    async def replace(self, ref: ResourceRef, obj: Obj, sub: Subresource = None) -> Obj: ...
-    async def patch(
-        self,
-        ref: ResourceRef,
-        name: str,
-        patch: Obj,
-        namespace: str | None = None,
-        sub: Subresource = None,
-    ) -> Obj: ...
-    async def delete(
-        self,
-        ref: ResourceRef,
-        name: str,
-        namespace: str | None = None,
-        *,
-        resource_version: str | None = None,
-    ) -> Obj: ...
 
 
 class CacheReader(Protocol):

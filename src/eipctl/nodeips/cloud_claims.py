@@ -9,18 +9,18 @@ claim exists, associated with the Node's instance while the claim is bound to it
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
 from eipctl.cloud.provider import AddressProvider, CloudAddress, CloudError
 from eipctl.core.claim_status import cloud_status
 from eipctl.core.claims import IP, spec_of
-from eipctl.core.fields import Mutation
 from eipctl.core.naming import claim_name_for
 from eipctl.core.node_claims import NodeClaim, NodeView
 from eipctl.core.resources import IpClaimPool
 from eipctl.kube.client import IPCLAIMS, Obj
+from eipctl.kube.verbs import WritesStatus
 from eipctl.nodeips import views as v
 
 log = structlog.get_logger(__name__)
@@ -28,10 +28,8 @@ log = structlog.get_logger(__name__)
 NO_CLOUD_PROVIDER = "NoCloudProvider"
 
 
-class StatusWriter(Protocol):
-    async def update_status(
-        self, ref: Any, name: str, mutate: Mutation, *, namespace: str | None = None
-    ) -> Obj: ...
+class StatusWriter(WritesStatus, Protocol):
+    """Claim status writes go through the writer (`SerializedWriter`)."""
 
 
 class ClaimCache(Protocol):
