@@ -1,7 +1,7 @@
 """The allocation rules as a state machine: random Services, edits, hand-set IPs, deletes,
 interleaved reconciles and allocator restarts against `AllocationBook`.
 
-The model keeps an "API" (claims and Services) and carries out each `Plan` the way
+The model keeps an "API" (claims and Services) and carries out each `AllocationPlan` the way
 allocator/services.py does: claim create first (AlreadyExists = someone else's), joins only
 onto a claim of the same key, the Service write, then releases. Plans may be made and carried
 out out of order (several workers), and a restart rebuilds the book from the API the way
@@ -26,7 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from eipctl.core.allocation import AllocationBook
 from eipctl.core.allocation_inputs import ClaimInfo, PoolInfo, ServiceInfo
-from eipctl.core.allocation_plan import Plan
+from eipctl.core.allocation_plan import AllocationPlan
 from eipctl.core.pool import IPAddress, Pool
 from eipctl.core.sharing import clash
 
@@ -82,7 +82,7 @@ class AllocationMachine(RuleBasedStateMachine):
         super().__init__()
         self.api = Api()
         self.book = self._fresh_book()
-        self.inflight: list[tuple[str, Plan, ServiceInfo | None]] = []
+        self.inflight: list[tuple[str, AllocationPlan, ServiceInfo | None]] = []
         self.counter = 0
         self.edited: set[str] = set()
         """Services changed after creation: a key or port edit may leave a group on two
@@ -200,7 +200,7 @@ class AllocationMachine(RuleBasedStateMachine):
             raise AssertionError("reconciling never settles")
         self._check_settled()
 
-    def _apply(self, name: str, plan: Plan, info: ServiceInfo | None) -> None:
+    def _apply(self, name: str, plan: AllocationPlan, info: ServiceInfo | None) -> None:
         book, api = self.book, self.api
         if plan.deferred or plan.hands_off:
             for acq in plan.acquire:

@@ -13,7 +13,7 @@ from test_allocation_support import book_with, ip, pool, svc
 
 from eipctl.core.allocation import AllocationBook
 from eipctl.core.allocation_inputs import ClaimInfo, ServiceInfo
-from eipctl.core.allocation_plan import Acquire, Mark, Plan, Problem
+from eipctl.core.allocation_plan import Acquire, AllocationPlan, Mark, Problem
 from eipctl.core.selectors import LabelSelector
 from eipctl.core.sharing import came_first, clash
 
@@ -82,7 +82,7 @@ def test_a_literal_held_in_a_named_pool_is_kept() -> None:
     plan = book.plan(
         "default/web", svc(annotations=literal("192.0.2.3", **{"external-ip-pool": "a"}))
     )
-    assert plan == Plan("default/web", keep=(ip("192.0.2.3"),))
+    assert plan == AllocationPlan("default/web", keep=(ip("192.0.2.3"),))
 
 
 # ------------------------------------------------------------------ no pool, exhausted

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from eipctl.core.link_plan import (
     Address,
     BlockReason,
+    LinkPlan,
     LinkView,
     PlacedClaim,
-    Plan,
     links_to_inspect,
     plan,
 )
@@ -28,7 +28,7 @@ def claim(name: str, ip: str, prefixlen: int = 32, link: str = "eth0") -> Placed
     return PlacedClaim(name, Address(link, ipaddress.ip_address(ip), prefixlen))
 
 
-def apply_plan(observed: Mapping[str, LinkView], actions: Plan) -> dict[str, LinkView]:
+def apply_plan(observed: Mapping[str, LinkView], actions: LinkPlan) -> dict[str, LinkView]:
     """The links after `actions` succeed, with LinkBackend's rules: the model the property
     tests check a plan against."""
     managed = {link: dict(view.managed) for link, view in observed.items()}

@@ -13,7 +13,7 @@ from eipctl.core.placement import (
     ClaimPlacement,
     Cluster,
     Decision,
-    Plan,
+    PlacementPlan,
     Policy,
     Reason,
     plan,
@@ -36,7 +36,7 @@ def unplaced(n: int, pool: str | None = None) -> list[ClaimPlacement]:
     return [ClaimPlacement(f"c{i:04d}", pool) for i in range(n)]
 
 
-def apply(claims: list[ClaimPlacement], result: Plan) -> list[ClaimPlacement]:
+def apply(claims: list[ClaimPlacement], result: PlacementPlan) -> list[ClaimPlacement]:
     """The claims after the plan's moves are written."""
     moves = {d.claim: d for d in result.moves}
     out = []
@@ -282,4 +282,4 @@ def test_rebalance_never_exceeds_budget_and_never_worsens(
 
 @pytest.mark.parametrize("policy", list(Policy))
 def test_empty_input(policy: Policy) -> None:
-    assert plan([], cluster(), policy) == Plan((), "")
+    assert plan([], cluster(), policy) == PlacementPlan((), "")

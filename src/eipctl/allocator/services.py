@@ -40,7 +40,7 @@ from eipctl.allocator.views import (
     set_service_ips,
 )
 from eipctl.core.allocation_inputs import ClaimInfo, ServiceInfo
-from eipctl.core.allocation_plan import Acquire, Plan
+from eipctl.core.allocation_plan import Acquire, AllocationPlan
 from eipctl.core.claims import allocator_claim
 from eipctl.core.naming import (
     ANNOTATION_EXTERNAL_IP,
@@ -277,7 +277,7 @@ class ServiceReconciler:
             return False
         return True
 
-    async def _mark(self, plan: Plan, obj: Obj | None) -> None:
+    async def _mark(self, plan: AllocationPlan, obj: Obj | None) -> None:
         """Claims kept outside their pool get InPool=False (and the Service an Event, once)."""
         term = self.term
         marked = {m.ip: m for m in plan.marks}
@@ -301,7 +301,7 @@ class ServiceReconciler:
             if mark is not None and obj is not None:
                 term.events.tell(_service(obj), "Warning", mark.reason, mark.message, ip=str(ip))
 
-    def _report(self, key: str, obj: Obj | None, plan: Plan) -> None:
+    def _report(self, key: str, obj: Obj | None, plan: AllocationPlan) -> None:
         term = self.term
         if any(p.waiting for p in plan.problems):
             term.waiting.add(key)
@@ -324,7 +324,9 @@ class ServiceReconciler:
         involved = obj if obj is not None else {"metadata": {"name": name, "namespace": namespace}}
         self.term.events.emit(_service(involved), "Normal", reason, message)
 
-    def _time(self, key: str, seen_at: float, plan: Plan, served: bool, raced: bool) -> None:
+    def _time(
+        self, key: str, seen_at: float, plan: AllocationPlan, served: bool, raced: bool
+    ) -> None:
         """Observe the allocation duration once the Service carries a new IP; keep the start
         while it still waits (a pool, space, a lost race), forget it otherwise."""
         first_seen = self.term.first_seen
@@ -336,7 +338,9 @@ class ServiceReconciler:
         else:
             first_seen.pop(key, None)
 
-    def _log(self, plan: Plan, desired: list[IPAddress], acquired: list[IPAddress]) -> None:
+    def _log(
+        self, plan: AllocationPlan, desired: list[IPAddress], acquired: list[IPAddress]
+    ) -> None:
         if acquired or plan.release:
             log.info(
                 "service.allocated",

@@ -13,7 +13,7 @@ import structlog
 
 from eipctl.kube.client import KubeApi, connect
 from eipctl.net.announce import announce
-from eipctl.net.link import Announcer, Conflict, IPAddress, Prober
+from eipctl.net.link import Announcer, IPAddress, ProbeConflict, Prober
 from eipctl.net.netlink import NetlinkLinkBackend
 from eipctl.net.probe import probe
 from eipctl.runtime.config import ControllerSettings
@@ -31,7 +31,7 @@ def make_prober(timeout: float) -> Prober | None:
     if timeout <= 0:
         return None
 
-    async def prober(link: str, ip: str | IPAddress, /) -> Conflict | None:
+    async def prober(link: str, ip: str | IPAddress, /) -> ProbeConflict | None:
         return await probe(link, ip, probes=PROBES, interval=timeout / PROBES)
 
     return prober

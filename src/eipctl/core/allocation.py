@@ -2,10 +2,10 @@
 
 Like MetalLB's allocator, plain in-memory state with no client and no clock. The book is
 rebuilt from IpClaims and Services before the allocator serves, and `AllocationBook.plan`
-returns the `Plan` (rules in `core.allocation_planner`) the process carries out. The IpClaim
-create (its name is derived from the IP) is the real reservation: the book only avoids asking
-for IPs that are known to be taken. A bad annotation keeps what the Service holds and
-reports the problem.
+returns the `AllocationPlan` (rules in `core.allocation_planner`) the process carries out.
+The IpClaim create (its name is derived from the IP) is the real reservation: the book only
+avoids asking for IPs that are known to be taken. A bad annotation keeps what the Service
+holds and reports the problem.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from eipctl.core.allocation_inputs import (
     ip_order,
     service_request,
 )
-from eipctl.core.allocation_plan import Plan, Problem
+from eipctl.core.allocation_plan import AllocationPlan, Problem
 from eipctl.core.allocation_planner import plan_service
 from eipctl.core.pool import IPAddress, PoolAllocator
 
@@ -168,24 +168,24 @@ class AllocationBook:
         key: str,
         service: ServiceInfo | None,
         namespace_labels: Mapping[str, str] | None = None,
-    ) -> Plan:
+    ) -> AllocationPlan:
         """Decide for Service ``key`` (None: it is gone); reserves IPs it acquires as pending."""
         held = self.held_by(key)
         if service is None:
-            return Plan(key, release=tuple(c.ip for c in held))
+            return AllocationPlan(key, release=tuple(c.ip for c in held))
         self.service_seen(service)
         if service.foreign_class:  # another implementation's: keep what it holds, touch nothing
-            return Plan(key, keep=tuple(c.ip for c in held), hands_off=True)
+            return AllocationPlan(key, keep=tuple(c.ip for c in held), hands_off=True)
         try:
             request = service_request(service, serve_unclassed=self.serve_unclassed)
         except RequestError as exc:
-            return Plan(
+            return AllocationPlan(
                 key,
                 keep=tuple(c.ip for c in held),
                 problems=(Problem("InvalidAnnotation", str(exc)),),
             )
         if request is None:
-            return Plan(key, release=tuple(c.ip for c in held))
+            return AllocationPlan(key, release=tuple(c.ip for c in held))
         plan = plan_service(self, service, request, namespace_labels or {}, held)
         taken = {a.ip for a in plan.acquire}
         for ip in [ip for ip, owner in self._pending.items() if owner == key and ip not in taken]:

@@ -1,4 +1,4 @@
-"""What planning one Service produces (`Plan` and its parts) and what it reads (`Ledger`).
+"""What planning one Service produces (`AllocationPlan` and its parts) and what it reads (`Ledger`).
 
 Value types only; the rules that fill them are in `core.allocation_planner`, the book that
 implements `Ledger` in `core.allocation`.
@@ -41,7 +41,7 @@ class Mark:
 
 
 @dataclass(frozen=True)
-class Plan:
+class AllocationPlan:
     """What to do for one Service; empty when it holds exactly what it should."""
 
     service: str

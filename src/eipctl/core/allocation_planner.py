@@ -1,11 +1,11 @@
 """The allocator's rules: what one Service should hold, given what it asks for and the book.
 
-(The `Plan` it returns and the `Ledger` it reads are in `core.allocation_plan`.)
+(The `AllocationPlan` it returns and the `Ledger` it reads are in `core.allocation_plan`.)
 
-`plan_service` compares a Service's `Request` with the claims it holds and returns the `Plan`
-the process carries out. Pure and synchronous, like MetalLB's allocator; the only state it
-touches is the `Ledger` (the `AllocationBook`), where it reserves the IPs it decides to
-acquire so two plans never pick the same one.
+`plan_service` compares a Service's `Request` with the claims it holds and returns the
+`AllocationPlan` the process carries out. Pure and synchronous, like MetalLB's allocator;
+the only state it touches is the `Ledger` (the `AllocationBook`), where it reserves the IPs
+it decides to acquire so two plans never pick the same one.
 
 Rules (docs/allocator.md has the operator's version):
 
@@ -42,7 +42,7 @@ from eipctl.core.allocation_inputs import (
     ServiceInfo,
     ip_order,
 )
-from eipctl.core.allocation_plan import Acquire, Ledger, Mark, Plan, Problem
+from eipctl.core.allocation_plan import Acquire, AllocationPlan, Ledger, Mark, Problem
 from eipctl.core.pool import IPAddress
 from eipctl.core.sharing import came_first, first_clash
 
@@ -53,7 +53,7 @@ def plan_service(
     request: Request,
     namespace_labels: Mapping[str, str],
     held: list[ClaimInfo],
-) -> Plan:
+) -> AllocationPlan:
     """Fill each slot ``request`` wants from ``held``, recorded or new IPs (reserved in book)."""
     return _Planner(book, service, request, namespace_labels).run(held)
 
@@ -80,7 +80,7 @@ class _Planner:
         self.given_up: dict[IPAddress, str] = {}
         self.rekey: list[tuple[IPAddress, str]] = []
 
-    def run(self, held: list[ClaimInfo]) -> Plan:
+    def run(self, held: list[ClaimInfo]) -> AllocationPlan:
         kept: set[IPAddress] = set()
         if self.request.auto:
             for family in self.request.families:
@@ -110,7 +110,7 @@ class _Planner:
             Problem("PortClash", f"gives up {ip}: {why}") for ip, why in self.given_up.items()
         ]
         self.problems[:0] = gave_up
-        return Plan(
+        return AllocationPlan(
             self.service.key,
             tuple(self.keep),
             tuple(self.acquire),

@@ -75,7 +75,7 @@ class Blocked:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class LinkPlan:
     """Actions for one pass. Apply `add` first, then `remove` (a claim that moved between
     links is held on the new link before it leaves the old one); `keep` only renews.
 
@@ -112,7 +112,7 @@ def plan(
     observed: Mapping[str, LinkView],
     *,
     fenced: bool = False,
-) -> Plan:
+) -> LinkPlan:
     """Compare the claims placed here with the links and return the actions.
 
     `observed` has one entry per link that exists (a link absent from it is missing). When
@@ -144,7 +144,7 @@ def plan(
         for ip, prefixlen in view.managed
         if (link, ip) not in wanted and ip not in view.foreign
     ]
-    return Plan(
+    return LinkPlan(
         add=tuple(sorted(add, key=_by_claim)),
         keep=tuple(sorted(keep, key=_by_claim)),
         remove=tuple(sorted(remove, key=Address.sort_key)),

@@ -34,7 +34,7 @@ __all__ = [
     "ClaimPlacement",
     "Cluster",
     "Decision",
-    "Plan",
+    "PlacementPlan",
     "Policy",
     "Reason",
     "plan",
@@ -114,7 +114,7 @@ class Decision:
 
 
 @dataclass(frozen=True)
-class Plan:
+class PlacementPlan:
     decisions: tuple[Decision, ...]
     cursor: str
     """Pass to the next `plan` call so round-robin continues where it stopped."""
@@ -147,7 +147,7 @@ def plan(
     *,
     cursor: str = "",
     rebalance_moves: int = 0,
-) -> Plan:
+) -> PlacementPlan:
     """Decide every claim that must move; see the module docstring for the rules."""
     policy = Policy(policy)
     ordered = sorted(claims, key=lambda c: c.name)
@@ -162,7 +162,7 @@ def plan(
             movers.append((claim, reason))
     if policy is Policy.ALL:
         decisions = [Decision(c.name, c.node, "", r, all_nodes=True) for c, r in movers]
-        return Plan(tuple(decisions), cursor)
+        return PlacementPlan(tuple(decisions), cursor)
     for claim, _ in movers:
         if claim.node in cluster.live and not cluster.candidates(claim.pool):
             load[claim.node] += 1  # stuck where it is (no live candidate): still a load
@@ -183,7 +183,7 @@ def plan(
         moved = {d.claim for d in decisions}
         staying = [c for c in ordered if c.name not in moved and c.node in cluster.live]
         decisions += _rebalance(staying, cluster, load, rebalance_moves)
-    return Plan(tuple(decisions), cursor)
+    return PlacementPlan(tuple(decisions), cursor)
 
 
 def _fewest(candidates: Iterable[str], load: Mapping[str, int], cursor: str) -> str:

@@ -15,17 +15,16 @@ from eipctl.net.errors import (
 )
 from eipctl.net.link import (
     Announcer,
-    Conflict,
     IPAddress,
     LinkAddress,
     LinkBackend,
     ManagedAddress,
+    ProbeConflict,
     Prober,
 )
 
 __all__ = [
     "Announcer",
-    "Conflict",
     "ForeignAddressError",
     "FrameError",
     "IPAddress",
@@ -36,6 +35,7 @@ __all__ = [
     "NetError",
     "NetPermissionError",
     "NetlinkError",
+    "ProbeConflict",
     "Prober",
     "SocketError",
 ]

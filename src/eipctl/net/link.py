@@ -51,7 +51,7 @@ class LinkAddress:
 
 
 @dataclass(frozen=True, slots=True)
-class Conflict:
+class ProbeConflict:
     """Another host answers for an address eipctl is about to add."""
 
     ip: IPAddress
@@ -82,7 +82,7 @@ class Prober(Protocol):
     Real: `eipctl.net.probe.probe`; simulated: `MemoryLinkBackend.probe`.
     """
 
-    async def __call__(self, ifname: str, ip: str | IPAddress, /) -> Conflict | None: ...
+    async def __call__(self, ifname: str, ip: str | IPAddress, /) -> ProbeConflict | None: ...
 
 
 class LinkBackend(Protocol):

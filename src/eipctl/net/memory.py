@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from eipctl.net.errors import ForeignAddressError, LinkNotFoundError, SocketError
-from eipctl.net.link import Conflict, IPAddress, LinkAddress, ManagedAddress, parse_ip
+from eipctl.net.link import IPAddress, LinkAddress, ManagedAddress, ProbeConflict, parse_ip
 
 
 @dataclass(slots=True)
@@ -190,7 +190,7 @@ class MemoryLinkBackend:
             rounds += 1
         return rounds * (2 if addr.version == 4 else 1)
 
-    async def probe(self, ifname: str, ip: str | IPAddress, /) -> Conflict | None:
+    async def probe(self, ifname: str, ip: str | IPAddress, /) -> ProbeConflict | None:
         """Like `probe.probe`: another member of the segment holding `ip` is a conflict."""
         addr = parse_ip(ip)
         self._entries(ifname)
@@ -198,5 +198,5 @@ class MemoryLinkBackend:
         own = self.mac_of(ifname)
         for backend, other_if, mac in segment.holders(addr) if segment else []:
             if (backend, other_if) != (self, ifname) and mac != own:
-                return Conflict(addr, mac, 0.0)
+                return ProbeConflict(addr, mac, 0.0)
         return None

@@ -28,7 +28,7 @@ import structlog
 
 from eipctl.net import frames
 from eipctl.net.errors import FrameError, SocketError
-from eipctl.net.link import Conflict, IPAddress, parse_ip
+from eipctl.net.link import IPAddress, ProbeConflict, parse_ip
 from eipctl.net.metrics import PROBE_CONFLICTS, PROBES_SENT
 from eipctl.net.sockets import PACKET_OUTGOING, packet_socket
 
@@ -70,7 +70,7 @@ async def probe(
     *,
     probes: int = DEFAULT_PROBES,
     interval: float = DEFAULT_INTERVAL,
-) -> Conflict | None:
+) -> ProbeConflict | None:
     """Send `probes` probes `interval` apart and listen until `probes * interval` seconds
     after the first; return the first conflict or None. Cancellable at any point.
     """
@@ -97,7 +97,7 @@ async def probe(
                     raise SocketError(f"probing {addr} on {ifname}: {exc}") from exc
                 PROBES_SENT.labels(family=family).inc()
 
-        async def listen() -> Conflict:
+        async def listen() -> ProbeConflict:
             while True:
                 try:
                     frame, sll = await loop.sock_recvfrom(sock, 2048)
@@ -107,7 +107,7 @@ async def probe(
                     continue
                 other = conflicting_mac(frame, addr, mac)
                 if other is not None:
-                    return Conflict(addr, other, time.monotonic() - started)
+                    return ProbeConflict(addr, other, time.monotonic() - started)
 
         started = time.monotonic()
         sender = asyncio.create_task(send_probes())

@@ -14,7 +14,7 @@ from eipctl.core.fence import Fence
 from eipctl.core.naming import claim_name_for, node_claim_name_for
 from eipctl.kube.client import Obj
 from eipctl.net.errors import NetlinkError, SocketError
-from eipctl.net.link import Conflict
+from eipctl.net.link import ProbeConflict
 from eipctl.net.memory import MemoryLinkBackend
 
 NODE = "node-a"
@@ -84,7 +84,7 @@ class Harness:
         self.announced: list[str] = []
         self.guards: list[Any] = []
         self.probed: list[str] = []
-        self.probe_answer: Conflict | Exception | None = None
+        self.probe_answer: ProbeConflict | Exception | None = None
         self.reconciler = LinkReconciler(
             ReconcilerSettings(node=NODE, default_link="eth0", address_lifetime=2.5),
             backend=self.backend,
@@ -101,7 +101,7 @@ class Harness:
         self.guards.append(still_ours)
         return 1
 
-    async def probe(self, link: str, ip: Any, /) -> Conflict | None:
+    async def probe(self, link: str, ip: Any, /) -> ProbeConflict | None:
         self.probed.append(str(ip))
         if isinstance(self.probe_answer, Exception):
             raise self.probe_answer
@@ -200,7 +200,7 @@ async def test_probe_failure_adds_anyway(h: Harness) -> None:
 
 async def test_conflict_waits_and_reports_once(h: Harness) -> None:
     h.claims.place("203.0.113.7")
-    h.probe_answer = Conflict(ipaddress.ip_address("203.0.113.7"), b"\x02" * 6, 0.01)
+    h.probe_answer = ProbeConflict(ipaddress.ip_address("203.0.113.7"), b"\x02" * 6, 0.01)
     retry = await h.reconciler.reconcile()
     assert retry is not None
     assert await h.managed() == {}
@@ -210,7 +210,7 @@ async def test_conflict_waits_and_reports_once(h: Harness) -> None:
 async def test_shared_claims_are_not_probed(h: Harness) -> None:
     h.claims.place("203.0.113.7", name=node_claim_name_for("203.0.113.7", NODE))
     h.claims.place("203.0.113.8", nodeBound=True)
-    h.probe_answer = Conflict(ipaddress.ip_address("203.0.113.7"), b"\x02" * 6, 0.01)
+    h.probe_answer = ProbeConflict(ipaddress.ip_address("203.0.113.7"), b"\x02" * 6, 0.01)
     await h.reconciler.reconcile()
     assert set(await h.managed()) == {"203.0.113.7/32", "203.0.113.8/32"}
     assert h.probed == []

@@ -18,7 +18,7 @@ from eipctl.core.fence import Fence
 from eipctl.core.naming import claim_name_for
 from eipctl.kube.client import Obj
 from eipctl.metrics import REGISTRY
-from eipctl.net.link import Conflict, IPAddress, LinkAddress
+from eipctl.net.link import IPAddress, LinkAddress, ProbeConflict
 from eipctl.net.memory import MemoryLinkBackend
 
 NODE = "node-a"
@@ -105,7 +105,7 @@ class Harness:
         self.backend.create_link("eth1")
         self.claims = Claims()
         self.fence = Fence(1.0, self.clock)
-        self.probe_answer: Conflict | None = None
+        self.probe_answer: ProbeConflict | None = None
         self.status = StatusReporter(Writer(), Events(), NODE)
         self.reconciler = LinkReconciler(
             ReconcilerSettings(node=NODE, default_link="eth0", address_lifetime=2.5),
@@ -121,7 +121,7 @@ class Harness:
     async def announce(self, link: str, ip: Any, /, *, still_ours: Any = None) -> int:
         return 1
 
-    async def probe(self, link: str, ip: Any, /) -> Conflict | None:
+    async def probe(self, link: str, ip: Any, /) -> ProbeConflict | None:
         return self.probe_answer
 
     async def lifetimes(self, link: str = "eth0") -> dict[str, float | None]:
@@ -273,7 +273,7 @@ async def test_each_removal_logs_why_it_happened(h: Harness) -> None:
 
 async def test_a_conflict_unchanged_between_passes_is_warned_about_once(h: Harness) -> None:
     h.claims.place("203.0.113.1")
-    h.probe_answer = Conflict(ipaddress.ip_address("203.0.113.1"), b"\x02" * 6, 0.01)
+    h.probe_answer = ProbeConflict(ipaddress.ip_address("203.0.113.1"), b"\x02" * 6, 0.01)
     with structlog.testing.capture_logs() as logs:
         for _ in range(3):
             assert await h.reconciler.reconcile() is not None
@@ -288,7 +288,7 @@ async def test_time_to_bound_counts_from_the_first_pass_that_saw_the_claim(
     count = sample("eipctl_time_to_bound_seconds_count")
     total = sample("eipctl_time_to_bound_seconds_sum")
     h.claims.place("203.0.113.1")
-    h.probe_answer = Conflict(ipaddress.ip_address("203.0.113.1"), b"\x02" * 6, 0.01)
+    h.probe_answer = ProbeConflict(ipaddress.ip_address("203.0.113.1"), b"\x02" * 6, 0.01)
     await h.reconciler.reconcile()  # seen at 10, waits
     fake_monotonic.now = 13.0
     await h.reconciler.reconcile()  # still waiting

@@ -14,7 +14,7 @@ from eipctl.core.ipnode import IpNode
 from eipctl.core.link_plan import Address, PlacedClaim
 from eipctl.core.resources import IpClaim
 from eipctl.net.errors import SocketError
-from eipctl.net.link import Conflict
+from eipctl.net.link import ProbeConflict
 
 NODE = "node-a"
 IP = "203.0.113.7"
@@ -32,7 +32,9 @@ class Clock:
 class Fakes:
     def __init__(self) -> None:
         self.clock = Clock()
-        self.answer: Conflict | Exception | None = Conflict(ipaddress.ip_address(IP), MAC, 0.01)
+        self.answer: ProbeConflict | Exception | None = ProbeConflict(
+            ipaddress.ip_address(IP), MAC, 0.01
+        )
         self.holder: dict[str, Any] | None = None
         self.owner: str | None = None
         self.conflicts: list[tuple[str, str]] = []
@@ -48,7 +50,7 @@ class Fakes:
             report_failure=lambda op, exc, **fields: self.failures.append(op),
         )
 
-    async def probe(self, link: str, ip: Any, /) -> Conflict | None:
+    async def probe(self, link: str, ip: Any, /) -> ProbeConflict | None:
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer
