@@ -2,7 +2,7 @@
 
     tox -e mutation                      # every area in turn
     tox -e mutation -- core writer       # only these areas
-    tox -e mutation -- core.addresses    # one module of an area
+    tox -e mutation -- core.link_plan    # one module of an area
     tox -e mutation -- --list            # the areas, what they mutate and which tests run
     tox -e mutation -- --report core     # the last results again, without running
 
@@ -158,7 +158,7 @@ def main(argv: list[str]) -> int:
 
 
 def _selection(requested: list[str]) -> dict[str, list[str]]:
-    """area -> the modules asked for, as in `core.addresses` (empty: the whole area)."""
+    """area -> the modules asked for, as in `core.link_plan` (empty: the whole area)."""
     selected: dict[str, list[str]] = {}
     for item in requested:
         name, _, module = item.partition(".")

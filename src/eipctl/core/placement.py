@@ -5,7 +5,7 @@ the live nodes, the nodes each pool's nodeSelector admits) and writes the decisi
 gets back. Nothing here reads a clock or an API; inputs are never mutated; the same input
 always gives the same output.
 
-Rules (DESIGN.md "Place"):
+Rules (docs/design.md, "Flows", "Place"):
 
 - A claim on a live node that its pool admits stays put, whatever the policy (no flapping).
   Only ``rebalance_moves > 0`` (the ``--rebalance`` flag, policy ``spread``) moves such

@@ -4,7 +4,7 @@ Pure: values in, values out, stdlib `ipaddress` only. The allocator process rebu
 `PoolAllocator` from the existing IpClaims (``reserve``) before serving, then calls
 ``allocate``; the IpClaim create is the real reservation, this is the in-memory picture.
 
-Allocatable space (decisions DESIGN.md leaves open, made here):
+Allocatable space (decisions the design leaves open, made here):
 
 - ``spec.ranges`` given: exactly those ``[first, last]`` ranges (inclusive, inside the cidr,
   overlaps merged). Ranges are taken at their word, even if they include the network or

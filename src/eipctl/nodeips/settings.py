@@ -1,4 +1,4 @@
-"""Flags of `eipctl nodeips` (wired into cli/main.py COMMANDS by the lead)."""
+"""Flags of `eipctl nodeips` (its entry in cli/main.py COMMANDS)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Flag specifications and their resolution: flag > environment > config file > default.
 
-Each subcommand declares only its own flags (`FlagSpec` lists in `flags.py`); this module
+Each subcommand declares only its own flags (with `setting()` on the settings dataclasses
+in `runtime/config.py` and `nodeips/settings.py`); this module
 turns a list of specs into argparse arguments and resolves every value through the same
 parser, whatever its source, so an error always names the flag and where the value came from.
 """
