@@ -185,6 +185,26 @@ async def test_a_new_claim_takes_its_prefix_length_from_the_pool() -> None:
     assert cluster.claim()["spec"]["prefixLength"] == 24
 
 
+async def test_a_pool_gone_from_the_book_mid_pass_still_gets_its_claim_with_the_default_mask(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass planned the IP, then (while an earlier write of the same pass awaited) the
+    pool left the book: the create still goes out with the default mask (/32), rather than
+    failing on the missing pool; the pool's own reconcile releases the claim if the pool is
+    really gone."""
+    cluster = Cluster()
+    cluster.add(IPCLAIMPOOLS, pool(prefixLength=24))
+    cluster.add(SERVICES, service("web"))
+    reconciler, term = cluster.start()
+    monkeypatch.setattr(term.book, "pool", lambda name: None)
+
+    result, _ = await reconcile(reconciler, WEB)
+
+    assert result == DONE
+    assert cluster.ips_of(WEB) == [FIRST_FREE]
+    assert cluster.claim()["spec"]["prefixLength"] == 32  # not the vanished pool's 24
+
+
 @pytest.mark.parametrize(("annotation", "written"), [("  blue ", "blue"), ("", None)])
 async def test_a_new_claim_carries_the_services_sharing_key_and_none_without_one(
     annotation: str, written: str | None
