@@ -174,10 +174,12 @@ def reap_leftover_processes(parent: Path, prefix: str) -> list[str]:
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM/SIGHUP behave like Ctrl-C in scripts, so `with LocalBed()` cleans up."""
+    """SIGINT, SIGTERM and SIGHUP behave like Ctrl-C in scripts, so `with LocalBed()` cleans
+    up. SIGINT too: a script started from a non-interactive shell's background job inherits
+    SIGINT ignored, and Python then installs no KeyboardInterrupt for it."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, interrupt)
