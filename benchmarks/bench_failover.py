@@ -51,7 +51,7 @@ def node_failover(bed: LocalBed, trials: int) -> tuple[list[float], list[float]]
             flush=True,
         )
         bed.revive_node(holder)
-        bed.wait_heartbeating([holder])
+        bed.kube.wait_heartbeating([holder])
     bed.kube.delete_service("failover")
     return answering, rebound
 
