@@ -6,6 +6,7 @@ COPY pyproject.toml README.md ./
 COPY src ./src
 # src/eipctl/crds links to deploy/crds: the wheel carries the CRDs for the sandbox
 COPY deploy/crds ./deploy/crds
+# No cmd/: its launchers run one process outside the cluster; here ENTRYPOINT eipctl + args does.
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

@@ -2,7 +2,8 @@
 
 Faults (one or two per iteration, chosen at random): a controller SIGKILLed or SIGSTOPped
 for a while, a node killed (controller SIGKILLed, link down) and revived, a node cut off
-from the API for a while, the scheduler or allocator leader SIGKILLed (restarted as its
+from the API for a while, a node's liveness UDP dropped for a while (needs `nft`; left out
+without it), the scheduler or allocator leader SIGKILLed (restarted as its
 Deployment would), every watch dropped, the API server restarted, Services created and
 deleted. After each iteration every fault is healed and, within a settle timeout:
 
@@ -30,6 +31,7 @@ import statistics
 import time
 from collections.abc import Iterator
 
+from eipctl.sandbox.namespaces import nft_unavailable
 from eipctl.sandbox.testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
 from eipctl.sandbox.testbed.checks import bound, ips_held_twice
 from figures import machine, percentile, skip_unless_root
@@ -39,6 +41,7 @@ FAULTS = [
     "controller-sigstop",
     "node-kill",
     "api-cut",
+    "liveness-cut",
     "scheduler-leader-kill",
     "allocator-leader-kill",
     "drop-watches",
@@ -114,6 +117,10 @@ class Soak:
             bed.cut_from_api(node)
             time.sleep(pause)
             bed.reconnect_to_api(node)
+        elif kind == "liveness-cut" and node:
+            bed.cut_liveness(node)
+            time.sleep(pause)
+            bed.heal_liveness(node)
         elif kind in ("scheduler-leader-kill", "allocator-leader-kill"):
             leader = bed.leader(kind.split("-", maxsplit=1)[0])
             leader.kill()
@@ -255,6 +262,9 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; known: {', '.join(FAULTS)}")
     skip_unless_root("soak")
+    if "liveness-cut" in args.faults and (reason := nft_unavailable()) is not None:
+        print(f"fault liveness-cut left out: it {reason}", flush=True)
+        args.faults = [f for f in args.faults if f != "liveness-cut"]
     install_signal_handlers()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)

@@ -1,12 +1,14 @@
 """Self-fencing and address lifetimes with a real `eipctl controller` in a namespace.
 
 A controller cut off from the API removes its addresses within --node-timeout and takes them
-back when the path returns; a frozen controller (SIGSTOP) cannot remove anything, so its
+back when the path returns, and fences as fast on a second cut right after (it proves the API
+reachable with reads every --api-check-interval; no scheduler probes it here); a frozen controller (SIGSTOP) cannot remove anything, so its
 addresses expire in the kernel within --address-lifetime.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -49,6 +51,17 @@ async def test_cut_off_from_the_api_it_fences_then_restores(r: Rig) -> None:
     assert fenced_in < NODE_TIMEOUT + 0.5
     await eventually(lambda: r.bound("203.0.113.7"))
 
+    # a second cut, soon after the restore, fences as fast: the watchdog is awake again
+    await asyncio.sleep(1.0)
+    again = time.monotonic()
+    await r.relay.cut()
+    await eventually(lambda: not r.has("203.0.113.7/32"))
+    fenced_again_in = time.monotonic() - again
+    await r.relay.heal()
+    print(f"fenced {fenced_again_in:.3f}s after a second cut, 1 s after the restore")
+    assert fenced_again_in < NODE_TIMEOUT + 0.5
+    await eventually(lambda: r.has("203.0.113.7/32"), timeout=15)
+
 
 async def test_the_api_pausing_fences_too(r: Rig) -> None:
     r.controller()
@@ -82,5 +95,5 @@ async def test_a_frozen_controller_addresses_expire_in_the_kernel(r: Rig) -> Non
     print(f"frozen controller's addresses expired {expired_in:.2f}s after SIGSTOP")
     assert expired_in <= LIFETIME + 1.2  # the kernel checks lifetimes on whole seconds
 
-    proc.thaw()  # it notices its stale heartbeat, fences, beats again and restores
+    proc.thaw()  # it notices its last API answer is stale, fences, checks again and restores
     await eventually(lambda: r.has("203.0.113.7/32") and r.has("2001:db8::7/128"), timeout=15)

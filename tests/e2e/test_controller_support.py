@@ -8,7 +8,9 @@ Topology (all made by the test, removed afterwards even on failure)::
                127.0.0.1:6443 -> relay -> emulator (host 127.0.0.1)
 
 The controller runs as `ip netns exec <node> python -m eipctl controller --iface eth0`, so it
-sees only the node's links. It reaches the API emulator, which listens on the host's
+sees only the node's links. It answers liveness probes on 192.0.2.2:9473 with a random key
+(`<tmp>/liveness.key`); no scheduler runs here, so none come: it proves the API reachable
+with its reads alone (docs/liveness.md, "The controller: fencing without writes"). It reaches the API emulator, which listens on the host's
 127.0.0.1, through `eipctl.sandbox.relay.ApiRelay`: a listening socket made inside the node's
 namespace and served by the test's loop (no host link is touched, no route is added).
 `relay.cut()` drops the path (fencing), `relay.heal()` restores it. The peer routes
@@ -23,6 +25,7 @@ import contextlib
 import ipaddress
 import itertools
 import re
+import secrets
 import socket
 import sys
 import time
@@ -48,11 +51,14 @@ from eipctl.sandbox.testbed.processes import Process
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "deploy" / "crds"
 NODE = "node-a"
+NODE_IP = "192.0.2.2"
 ECHO_PORT = 7007
 
-# Fast but realistic timings; lifetimes are whole seconds in the kernel.
+# Fast but realistic timings; lifetimes are whole seconds in the kernel. The API heartbeat
+# keeps its default (10 s: one write at start, then for kubectl only); the API reads every
+# 200 ms prove the API reachable, and 500 ms without an answer fences.
 TIMINGS = {
-    "heartbeat-interval": "100ms",
+    "api-check-interval": "200ms",
     "node-timeout": "500ms",
     "address-lifetime": "3s",
     "resync-interval": "2s",
@@ -86,6 +92,13 @@ def neighbour_mac(ns: Namespace, ip: str, dev: str) -> str | None:
     return m.group(1) if m else None
 
 
+def write_liveness_key(path: Path) -> Path:
+    """A random liveness key file (one line, as the Secret eipctl-liveness holds it)."""
+    path.write_text(secrets.token_urlsafe(32) + "\n")
+    path.chmod(0o600)
+    return path
+
+
 @dataclass
 class Rig:
     srv: ApiServer
@@ -95,6 +108,7 @@ class Rig:
     relay: ApiRelay
     kubeconfig: Path
     log_dir: Path
+    key_file: Path
     procs: list[Process] = field(default_factory=list)
 
     def controller(self, name: str = "controller", **flags: str) -> Process:
@@ -106,6 +120,8 @@ class Rig:
             "--iface", "eth0",
             "--metrics-bind-address", "0",
             "--health-probe-bind-address", "0",
+            "--liveness-key-file", str(self.key_file),
+            "--liveness-address", NODE_IP,
             *(f"--{k}={v}" for k, v in args.items()),
         ]  # fmt: skip
         proc = Process(name, argv, self.log_dir, netns=self.node.name)
@@ -137,7 +153,8 @@ class Rig:
         return int((obj.get("status") or {}).get("heartbeat") or 0)
 
     async def wait_beating(self, timeout: float = 15.0) -> int:
-        """Until the IpNode's heartbeat moves; returns the new value."""
+        """Until the IpNode's heartbeat moves (a controller writes one at start, then every
+        --heartbeat-interval); returns the new value."""
         first = await self.heartbeat()
         return int(await eventually(lambda: self._moved(first), timeout=timeout))
 
@@ -170,7 +187,7 @@ async def rig(srv: ApiServer, api_client: Any, tmp_path: Path) -> AsyncIterator[
     with NamespaceSet() as bed:
         node, peer = bed.namespace("node"), bed.namespace("peer")
         bed.veth(node, "eth0", peer, "p0")
-        node.ip("addr add 192.0.2.2/24 dev eth0")
+        node.ip(f"addr add {NODE_IP}/24 dev eth0")
         peer.ip("addr add 192.0.2.1/24 dev p0")
         peer.ip("route add 203.0.113.0/24 dev p0")
         peer.ip("-6 route add 2001:db8::/64 dev p0")
@@ -180,7 +197,8 @@ async def rig(srv: ApiServer, api_client: Any, tmp_path: Path) -> AsyncIterator[
         config["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{NODE_API_PORT}"
         kubeconfig = tmp_path / "node.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(config))
-        r = Rig(srv, KubeApi(api_client), node, peer, relay, kubeconfig, tmp_path)
+        key = write_liveness_key(tmp_path / "liveness.key")
+        r = Rig(srv, KubeApi(api_client), node, peer, relay, kubeconfig, tmp_path, key)
         try:
             yield r
         finally:

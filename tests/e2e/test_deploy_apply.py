@@ -4,15 +4,22 @@ The real kubectl (v1.37, from the venv) applies the kustomization to the API emu
 (the second apply must change nothing), then the optional nodeips add-on
 (`deploy/workloads/nodeips/`). Then the installed objects are read back and checked
 against each other and against the code: every workload runs an eipctl command with a
-ServiceAccount, a ConfigMap and ports that exist, and the config file in the ConfigMap is
-accepted by each command's settings as the command itself would read it.
+ServiceAccount, a ConfigMap and ports that exist, and each container's command line (args with
+the kubelet's `$(VAR)` expansion, EIPCTL_* variables, the mounted config file and liveness key)
+is accepted by its command's settings as the process itself would read it: a flag, variable or
+config key the code does not know fails.
+
+The repository holds no liveness key (deploy/.gitignore), so deploy/ renders only once the
+operator has written deploy/liveness.key; the tests render a copy with a key of their own.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import base64
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +28,29 @@ import yaml
 from story_sandbox import kubectl_binary
 
 from eipctl import __version__
-from eipctl.cli.main import build_settings
+from eipctl.cli.main import build_parser, build_settings, join_dash_values
+from eipctl.core.liveness_wire import Keyring
 from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
-from eipctl.runtime.settings import flag_specs, load_config_file
+from eipctl.runtime.settings import ENV_PREFIX, flag_specs, load_config_file
 from eipctl.sandbox.apiserver import ApiServer
 
 pytestmark = pytest.mark.kubectl
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-ADDON = DEPLOY / "workloads" / "nodeips"
+ADDON_PATH = Path("workloads") / "nodeips"
+KEY_FILE = "liveness.key"  # the operator writes it; kustomization.yaml makes the Secret of it
+LIVENESS_SECRET = "eipctl-liveness"
 NAMESPACE = "eipctl-system"
+# what the downward API would give the containers' env (fieldRef) on a node
+POD_FIELDS = {
+    "spec.nodeName": "node-1",
+    "status.hostIP": "192.0.2.10",
+    "metadata.name": "eipctl-pod-0",
+    "metadata.namespace": NAMESPACE,
+}
+KUBELET_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $(VAR) in args (no $$ escapes here)
 COMMANDS: dict[str, type] = {
     "allocator": AllocatorSettings,
     "scheduler": SchedulerSettings,
@@ -44,6 +62,7 @@ STORAGE = {  # kind -> (group, plural) in the emulator's store
     "CustomResourceDefinition": ("apiextensions.k8s.io", "customresourcedefinitions"),
     "ServiceAccount": ("", "serviceaccounts"),
     "ConfigMap": ("", "configmaps"),
+    "Secret": ("", "secrets"),
     "ClusterRole": ("rbac.authorization.k8s.io", "clusterroles"),
     "ClusterRoleBinding": ("rbac.authorization.k8s.io", "clusterrolebindings"),
     "Role": ("rbac.authorization.k8s.io", "roles"),
@@ -73,10 +92,19 @@ async def kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str]:
     return proc.returncode, out.decode()
 
 
+def deploy_with_key(where: Path) -> Path:
+    """A copy of deploy/ under `where` as an operator has it: with a liveness key of its own
+    (`head -c 32 /dev/urandom | base64`; a local deploy/liveness.key is not copied)."""
+    copy = where / "deploy"
+    shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns(KEY_FILE))
+    (copy / KEY_FILE).write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
+    return copy
+
+
 async def rendered(kubeconfig: Path, home: Path, *dirs: Path) -> list[dict[str, Any]]:
-    """What the kustomizations produce (`kubectl kustomize`, offline): base and add-on."""
+    """What the kustomizations produce (`kubectl kustomize`, offline)."""
     docs: list[dict[str, Any]] = []
-    for directory in dirs or (DEPLOY, ADDON):
+    for directory in dirs:
         code, out = await kubectl(kubeconfig, home, "kustomize", str(directory))
         assert code == 0, out
         docs += [d for d in yaml.safe_load_all(out) if d]
@@ -100,13 +128,112 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def deploy(tmp_path: Path) -> Path:
+    return deploy_with_key(tmp_path / "checkout")
+
+
+@pytest.fixture
+def both(deploy: Path) -> tuple[Path, Path]:
+    """The base and the nodeips add-on."""
+    return deploy, deploy / ADDON_PATH
+
+
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    """The container's environment on a node: values, and the downward API's fields."""
+    env = {}
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        else:
+            env[var["name"]] = POD_FIELDS[var["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env
+
+
+def mounted(docs: list[dict[str, Any]], workload: dict[str, Any], root: Path) -> dict[str, Path]:
+    """Every volume the container mounts, written under `root` as the kubelet would write it
+    (ConfigMap data, Secret data decoded): mountPath -> the directory holding its files."""
+    objects = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    pod = workload["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    out = {}
+    for mount in container.get("volumeMounts", []):
+        volume = volumes[mount["name"]]
+        where = root / mount["name"]
+        where.mkdir(parents=True)
+        if "configMap" in volume:
+            for key, text in objects["ConfigMap", volume["configMap"]["name"]]["data"].items():
+                (where / key).write_text(text)
+        elif "secret" in volume:
+            for key, data in objects["Secret", volume["secret"]["secretName"]]["data"].items():
+                (where / key).write_bytes(base64.b64decode(data))
+        else:
+            raise AssertionError(f"a volume the test does not know how to mount: {volume}")
+        out[mount["mountPath"]] = where
+    return out
+
+
+def command_line(container: dict[str, Any], files: dict[str, Path]) -> list[str]:
+    """The container's args as the process gets them: `$(VAR)` expanded from its env (each
+    must be defined: the kubelet passes an unknown one on as text), and the mounted paths
+    moved to where the test wrote the files."""
+    env = container_env(container)
+    argv = []
+    for raw in container["args"]:
+        for name in KUBELET_VAR.findall(raw):
+            assert name in env, f"{raw!r}: the container defines no env var {name}"
+        arg = KUBELET_VAR.sub(lambda m: env[m.group(1)], raw)
+        for mount_path, where in files.items():
+            arg = arg.replace(mount_path.rstrip("/") + "/", f"{where}/")
+        argv.append(arg)
+    return argv
+
+
+def container_settings(
+    docs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[str, Any]:
+    """(command, settings) the workload's process would run with, read as `eipctl` reads
+    them. Fails on a flag (also an abbreviated one), an EIPCTL_* variable or a config key its
+    command does not know, and on a value its settings refuse."""
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    name = f"{workload['kind']}/{workload['metadata']['name']}"
+    files = mounted(docs, workload, tmp_path / "mounts" / workload["metadata"]["name"])
+    argv = command_line(container, files)
+    command = argv[0]
+    assert command in COMMANDS, f"{name} runs {command!r}"
+    specs = flag_specs(COMMANDS[command])
+    flags = {f"--{spec.name}" for spec in specs}
+    for arg in argv[1:]:
+        if arg.startswith("-"):
+            assert arg.split("=", 1)[0] in flags, f"{name}: eipctl {command} has no flag {arg}"
+    env_vars = {spec.env_var for spec in specs}
+    env = container_env(container)
+    for var in env:
+        if var.startswith(ENV_PREFIX):
+            assert var in env_vars, f"{name}: eipctl {command} reads no variable {var}"
+    for var in [v for v in os.environ if v.startswith(ENV_PREFIX)]:
+        monkeypatch.delenv(var)  # only what the pod sets
+    for var, value in env.items():
+        if var.startswith(ENV_PREFIX):
+            monkeypatch.setenv(var, value)
+    try:
+        args = build_parser().parse_args(join_dash_values(argv))
+    except SystemExit:
+        raise AssertionError(f"{name}: eipctl refuses the command line {argv}") from None
+    return command, build_settings(COMMANDS[command], args, command)
+
+
 async def test_apply_installs_every_object_and_reapply_changes_nothing(
-    apiserver: ApiServer, kubeconfig_path: Path, home: Path
+    apiserver: ApiServer, kubeconfig_path: Path, home: Path, deploy: Path
 ) -> None:
-    docs = await rendered(kubeconfig_path, home, DEPLOY)
+    docs = await rendered(kubeconfig_path, home, deploy)
     assert {d["kind"] for d in docs} == set(STORAGE), "a kind the test does not know of"
 
-    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(DEPLOY))
+    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy))
     assert code == 0, out
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == len(docs)
@@ -114,13 +241,13 @@ async def test_apply_installs_every_object_and_reapply_changes_nothing(
     for doc in docs:
         assert stored(apiserver, doc)["metadata"]["name"] == doc["metadata"]["name"]
 
-    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(DEPLOY))
+    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy))
     assert code == 0, out
     lines = [line for line in out.splitlines() if line.strip()]
     assert all(line.endswith(" unchanged") for line in lines), out
 
-    addon = await rendered(kubeconfig_path, home, ADDON)
-    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(ADDON))
+    addon = await rendered(kubeconfig_path, home, deploy / ADDON_PATH)
+    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy / ADDON_PATH))
     assert code == 0, out
     assert len([line for line in out.splitlines() if line.endswith(" created")]) == len(addon)
     for doc in addon:
@@ -134,9 +261,9 @@ async def test_apply_installs_every_object_and_reapply_changes_nothing(
 
 
 async def test_workloads_reference_what_the_kustomization_installs(
-    kubeconfig_path: Path, home: Path
+    kubeconfig_path: Path, home: Path, both: tuple[Path, Path]
 ) -> None:
-    docs = await rendered(kubeconfig_path, home)
+    docs = await rendered(kubeconfig_path, home, *both)
     by_kind: dict[str, set[tuple[str, str]]] = {}
     for d in docs:
         by_kind.setdefault(d["kind"], set()).add(
@@ -150,6 +277,8 @@ async def test_workloads_reference_what_the_kustomization_installs(
         for volume in pod.get("volumes", []):
             if "configMap" in volume:
                 assert (ns, volume["configMap"]["name"]) in by_kind["ConfigMap"]
+            if "secret" in volume:
+                assert (ns, volume["secret"]["secretName"]) in by_kind["Secret"]
         (container,) = pod["containers"]
         assert container["image"] == f"eipctl:{__version__}"
         command = container["args"][0]
@@ -174,52 +303,145 @@ def _config_file(docs: list[dict[str, Any]], tmp_path: Path) -> Path:
     return path
 
 
-async def test_config_map_is_valid_for_each_command(
-    kubeconfig_path: Path, home: Path, tmp_path: Path
+async def test_each_container_command_line_is_valid_for_its_command(
+    kubeconfig_path: Path,
+    home: Path,
+    tmp_path: Path,
+    both: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    docs = await rendered(kubeconfig_path, home)
+    docs = await rendered(kubeconfig_path, home, *both)
     config = _config_file(docs, tmp_path)
     raw = yaml.safe_load(config.read_text())
     for command, cls in COMMANDS.items():
         known = {spec.name for spec in flag_specs(cls)}
         keys = set(load_config_file(str(config), command))
         assert keys <= known, f"{command} would ignore {sorted(keys - known)}"
-        settings = build_settings(cls, argparse.Namespace(config=str(config)), command)
-        assert settings.log_format == "json"
     sections = {k for k, v in raw.items() if isinstance(v, dict)}
     assert sections <= set(COMMANDS), f"sections no command reads: {sections - set(COMMANDS)}"
-    ctl = build_settings(ControllerSettings, argparse.Namespace(config=str(config)), "controller")
-    sched = build_settings(SchedulerSettings, argparse.Namespace(config=str(config)), "scheduler")
-    # a partitioned node must fence before the scheduler moves its claims (docs/controller.md)
-    assert ctl.node_timeout <= sched.node_timeout
+    settings = dict(container_settings(docs, w, tmp_path, monkeypatch) for w in workloads(docs))
+    assert sorted(settings) == sorted(COMMANDS)
+    assert all(s.log_format == "json" for s in settings.values())
+    ctl, sched = settings["controller"], settings["scheduler"]
+    assert isinstance(ctl, ControllerSettings) and isinstance(sched, SchedulerSettings)
+    # when the probes stop for as long as it takes the scheduler to declare the node dead,
+    # the controller checks the API at once and fences if it is cut off (docs/liveness.md)
+    assert ctl.probe_silence <= sched.node_timeout
+    assert ctl.liveness_address == POD_FIELDS["status.hostIP"]  # the downward API's host IP
+    # both read the same keys (the one Secret), and they make a keyring
+    ctl_keys = Path(ctl.liveness_key_file).read_bytes()
+    assert ctl_keys == Path(sched.liveness_key_file).read_bytes()
+    Keyring.from_text(ctl_keys.decode())
 
 
-async def test_container_ports_are_the_ones_each_command_listens_on(
-    kubeconfig_path: Path, home: Path, tmp_path: Path
+async def test_a_flag_the_code_does_not_know_fails_the_check(
+    kubeconfig_path: Path,
+    home: Path,
+    tmp_path: Path,
+    deploy: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    docs = await rendered(kubeconfig_path, home)
-    config = _config_file(docs, tmp_path)
+    docs = await rendered(kubeconfig_path, home, deploy)
+    (ctl,) = [w for w in workloads(docs) if w["metadata"]["name"] == "eipctl-controller"]
+    (container,) = ctl["spec"]["template"]["spec"]["containers"]
+    args = list(container["args"])
+    for bad, why in (
+        (["--liveness-keyfile", "/etc/eipctl-liveness/key"], "has no flag --liveness-keyfile"),
+        (["--liveness-key", "/etc/eipctl-liveness/key"], "has no flag --liveness-key"),
+        (["--liveness-address=$(HOSTIP)"], "defines no env var HOSTIP"),
+    ):
+        container["args"] = args + bad
+        with pytest.raises(AssertionError, match=re.escape(why)):
+            container_settings(docs, ctl, tmp_path / "bad" / bad[0], monkeypatch)
+    container["args"] = args
+    container["env"] = [*container["env"], {"name": "EIPCTL_LIVENESS_INTERVAL", "value": "1s"}]
+    with pytest.raises(AssertionError, match="reads no variable EIPCTL_LIVENESS_INTERVAL"):
+        container_settings(docs, ctl, tmp_path / "bad-env", monkeypatch)
+
+
+async def test_liveness_secret_is_generated_and_mounted_where_it_is_read(
+    kubeconfig_path: Path, home: Path, deploy: Path
+) -> None:
+    docs = await rendered(kubeconfig_path, home, deploy)
+    (secret,) = [d for d in docs if d["kind"] == "Secret"]
+    name = secret["metadata"]["name"]
+    # the content's hash in the name: a new key set rolls the workloads that mount it
+    assert re.fullmatch(rf"{LIVENESS_SECRET}-[a-z0-9]{{10}}", name), name
+    assert secret["metadata"]["namespace"] == NAMESPACE
+    assert list(secret["data"]) == ["key"]
+    key = base64.b64decode(secret["data"]["key"])
+    assert key == (deploy / KEY_FILE).read_bytes()
+    assert Keyring.from_text(key.decode())
+    mounting = {}
     for w in workloads(docs):
         pod = w["spec"]["template"]["spec"]
         (container,) = pod["containers"]
-        command = container["args"][0]
-        assert container["args"][1:] == ["--config", "/etc/eipctl/eipctl.yaml"]
-        (mount,) = container["volumeMounts"]
-        assert mount["mountPath"] == "/etc/eipctl"
-        settings = build_settings(
-            COMMANDS[command], argparse.Namespace(config=str(config)), command
-        )
-        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-        assert ports == {
-            "metrics": settings.metrics_bind_address.port,
-            "health": settings.health_probe_bind_address.port,
+        secrets = {v["name"] for v in pod.get("volumes", []) if "secret" in v}
+        for volume in pod.get("volumes", []):
+            if "secret" in volume:
+                assert volume["secret"]["secretName"] == name
+        mounts = [m for m in container.get("volumeMounts", []) if m["name"] in secrets]
+        assert all(m.get("readOnly") is True for m in mounts)
+        if mounts:
+            mounting[container["args"][0]] = mounts
+    assert sorted(mounting) == ["controller", "scheduler"]  # not the allocator
+    # the leader writes the Live condition: a status update of IpNodes (after a get)
+    (role,) = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "eipctl-scheduler"
+    ]
+    grants = {
+        (resource, verb)
+        for rule in role["rules"]
+        if "eipctl.io" in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {("ipnodes", "get"), ("ipnodes/status", "update")} <= grants
+
+
+async def test_repository_holds_no_liveness_key(kubeconfig_path: Path, home: Path) -> None:
+    ignored = (DEPLOY / ".gitignore").read_text().split()
+    assert KEY_FILE in ignored
+    if (DEPLOY / KEY_FILE).exists():
+        pytest.skip(f"this checkout has an operator's {DEPLOY / KEY_FILE}")
+    # no key, no render: nobody installs a key that came with the repository
+    code, out = await kubectl(kubeconfig_path, home, "kustomize", str(DEPLOY))
+    assert code != 0 and KEY_FILE in out, out
+
+
+async def test_container_ports_are_the_ones_each_command_listens_on(
+    kubeconfig_path: Path,
+    home: Path,
+    tmp_path: Path,
+    both: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs = await rendered(kubeconfig_path, home, *both)
+    for w in workloads(docs):
+        pod = w["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        command, settings = container_settings(docs, w, tmp_path, monkeypatch)
+        assert container["args"][1:3] == ["--config", "/etc/eipctl/eipctl.yaml"]
+        config_mount = [m for m in container["volumeMounts"] if m["name"] == "config"]
+        assert [m["mountPath"] for m in config_mount] == ["/etc/eipctl"]
+        ports = {
+            p["name"]: (p["containerPort"], p.get("protocol", "TCP")) for p in container["ports"]
         }
+        expected = {
+            "metrics": (settings.metrics_bind_address.port, "TCP"),
+            "health": (settings.health_probe_bind_address.port, "TCP"),
+        }
+        if command == "controller":
+            expected["liveness"] = (settings.liveness_port, "UDP")
+        assert ports == expected
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
         env = {e["name"] for e in container.get("env", [])}
         if command == "controller":
             assert pod["hostNetwork"] is True
-            assert "NODE_NAME" in env
+            assert {"NODE_NAME", "HOST_IP"} <= env
             caps = container["securityContext"]["capabilities"]
             assert caps == {"drop": ["ALL"], "add": ["NET_ADMIN", "NET_RAW"]}
         else:

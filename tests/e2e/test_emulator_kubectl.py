@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from story_sandbox import kubectl_binary
+from test_deploy_apply import deploy_with_key
 
 from eipctl.sandbox.apiserver import ApiServer
 
@@ -245,10 +246,13 @@ async def test_kubectl_delete_waits_for_finalizers(apiserver: ApiServer, kubectl
     assert 'configmaps "cfg" not found' in err
 
 
-async def test_kubectl_apply_kustomization(apiserver: ApiServer, kubectl: Kubectl) -> None:
+async def test_kubectl_apply_kustomization(
+    apiserver: ApiServer, kubectl: Kubectl, tmp_path: Path
+) -> None:
     if not (REPO / "deploy" / "kustomization.yaml").exists():
         pytest.skip("deploy/kustomization.yaml not written yet")
-    out = await kubectl.out("apply", "-k", str(REPO / "deploy"))
+    # deploy/ renders once the operator has written its liveness key: a copy with one
+    out = await kubectl.out("apply", "-k", str(deploy_with_key(tmp_path / "checkout")))
     assert "customresourcedefinition.apiextensions.k8s.io/ipclaims.eipctl.io created" in out
     kinds = {line.split("/")[0] for line in out.splitlines() if " created" in line}
     assert "deployment.apps" in kinds and "clusterrole.rbac.authorization.k8s.io" in kinds

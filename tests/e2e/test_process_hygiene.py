@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -106,14 +108,28 @@ def _start(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     return proc, read_end
 
 
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _flags(command: str, kubeconfig: Path) -> list[str]:
     common = [
         f"--kubeconfig={kubeconfig}",
         "--metrics-bind-address=0",
         "--health-probe-bind-address=0",
     ]
+    key = kubeconfig.parent / "liveness.key"  # the scheduler and the controller refuse without
+    if not key.exists():
+        key.write_text(secrets.token_urlsafe(32) + "\n")
     if command == "controller":  # no claims on the emulator: the link is only read
-        return [*common, "--iface=lo", "--node-name=hygiene-node"]
+        # liveness on loopback, on a free port (the host namespace is shared)
+        liveness = ["--liveness-address=127.0.0.1", f"--liveness-port={_free_udp_port()}"]
+        node = ["--iface=lo", "--node-name=hygiene-node", f"--liveness-key-file={key}"]
+        return [*common, *node, *liveness]
+    if command == "scheduler":
+        common.append(f"--liveness-key-file={key}")
     return [*common, "--lease-namespace=default", f"--identity=hygiene-{command}"]
 
 

@@ -5,7 +5,8 @@ controller with netlink and gratuitous ARP, as child processes).
 
 The story: the sandbox starts with 3 nodes and 6 demo Services; every Service gets an IP and
 every claim is Bound on a node. Killing node-1 moves its claims to the others; reviving it
-brings its heartbeat back, and when node-2 is killed next, node-1 takes claims again. At the
+registers it again and the scheduler judges it live (it answers the liveness probes), and
+when node-2 is killed next, node-1 takes claims again. At the
 end of --duration the sandbox exits 0, prints a summary, and leaves no process behind.
 
 Polls with generous timeouts: this must pass on a loaded 2-core machine.
@@ -94,8 +95,15 @@ class Sandbox:
         }
 
     def heartbeat(self, node: str) -> int:
+        """The IpNode's heartbeat counter: written at a controller's start, then every 10 s."""
         obj = self.kubectl_json("get", "ipnode", node)
         return int((obj.get("status") or {}).get("heartbeat") or 0)
+
+    def live(self, node: str) -> bool:
+        """Whether the scheduler judges `node` live: its IpNode's Live condition is True."""
+        obj = self.kubectl_json("get", "ipnode", node)
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Live" and c.get("status") == "True" for c in conditions)
 
     def output(self) -> str:
         return self.out_path.read_text(errors="replace")
@@ -171,10 +179,15 @@ def test_sandbox_failover_story(sandbox: Sandbox) -> None:
     assert all(after_kill[ip] in ("node-2", "node-3") for ip in on_node_1)
     assert all(after_kill[ip] == node for ip, node in placement.items() if node != "node-1")
 
+    assert not box.live("node-1")
     frozen = box.heartbeat("node-1")
     revived = box.eipctl("revive-node", "node-1")
     assert revived.returncode == 0, revived.stderr
-    until(lambda: box.heartbeat("node-1") > frozen + 2, "node-1 heartbeating again", timeout=20)
+    until(
+        lambda: box.heartbeat("node-1") > frozen and box.live("node-1"),
+        "node-1 registered again and judged live",
+        timeout=20,
+    )
 
     box.eipctl("kill-node", "node-2")
 

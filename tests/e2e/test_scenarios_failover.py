@@ -1,13 +1,17 @@
-"""Stories of failure on the node side: a node dies, a node is cut off from the API, an
-address is removed by hand. The client must keep being served, by exactly one node."""
+"""Stories of failure on the node side: a node dies, a node is cut off from the API, from the
+liveness path, or from both, an address is removed by hand. The client must keep being
+served, by exactly one node. The partition cases and their timings are docs/liveness.md's
+("Every partition case")."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
-from eipctl.sandbox.testbed import LocalBed, wait_for
+from eipctl.sandbox.namespaces import nft_unavailable
+from eipctl.sandbox.testbed import ArpWatch, LocalBed, wait_for
 from eipctl.sandbox.testbed.checks import (
     create_services,
     placement,
@@ -20,6 +24,17 @@ from eipctl.sandbox.testbed.checks import (
 pytestmark = [pytest.mark.netns]
 
 ANNOUNCE_WINDOW = 3 * 1.1  # controller defaults: --announce-count 3, --announce-interval 1.1s
+API_NODE_TIMEOUT = 2.5  # controller --node-timeout: no API answer this long -> fence
+API_CHECK_INTERVAL = 1.0  # controller --api-check-interval: the last answer may be this old
+PROBE_SILENCE = 0.4  # controller --probe-silence (= the scheduler's --node-timeout)
+SLACK = 1.0  # a loaded 2-core machine: process wake-ups, netlink, the watch event
+
+
+@pytest.fixture
+def nft() -> None:
+    """The liveness cuts are nftables rules in the node's namespace."""
+    if (reason := nft_unavailable()) is not None:
+        pytest.skip(f"cutting the liveness path {reason} (apt-get install nftables)")
 
 
 def _spread_services(bed: LocalBed, count: int, prefix: str) -> dict[str, str]:
@@ -37,13 +52,57 @@ def _busiest(placed: dict[str, str]) -> str:
     return max(nodes, key=lambda n: list(placed.values()).count(n))
 
 
+def _spread_and_pick(bed: LocalBed, prefix: str) -> tuple[dict[str, str], str, list[str]]:
+    """Six Services spread and answering: ({ip: node}, the busiest node, its IPs)."""
+    before = _spread_services(bed, 6, prefix)
+    victim = _busiest(before)
+    return before, victim, sorted(ip for ip, n in before.items() if n == victim)
+
+
+def _cut_until_fenced(
+    bed: LocalBed, victim: str, moving: list[str], *cuts: Callable[[str], None]
+) -> tuple[float, dict[str, str], ArpWatch]:
+    """Apply `cuts` to `victim` under an ARP watch of its IPs; wait until it removed its own
+    addresses, its IPs are Bound elsewhere and answer from there. Returns (seconds from the
+    cut to the removal, {ip: node} of all Bound claims, the watch)."""
+    watch = bed.client.start_arp_watch(moving, period=0.05)
+    cut_at = time.monotonic()
+    for cut in cuts:
+        cut(victim)
+    try:
+        wait_for(
+            lambda: not bed.node(victim).external_addresses(),
+            10,
+            interval=0.02,
+            what=f"{victim} to remove its own addresses",
+        )
+        fenced_in = time.monotonic() - cut_at
+        after = wait_moved_off(bed, moving, victim)
+        wait_answered_by(bed, {ip: after[ip] for ip in moving}, timeout=10)
+        time.sleep(0.5)  # keep listening a little after the move settled
+    finally:
+        bed.client.stop_arp_watch(watch)
+    return fenced_in, after, watch
+
+
+def _one_holder_each(
+    bed: LocalBed, watch: ArpWatch, victim: str, after: dict[str, str], most: float
+) -> None:
+    """Each watched IP is held by its new node alone, and two MACs (the victim's and the new
+    holder's, no other) answered ARP for it for `most` seconds at most."""
+    for ip in watch.ips:
+        assert bed.holders(ip) == [after[ip]]
+        assert watch.all_macs(ip) <= {bed.mac_of(victim), bed.mac_of(after[ip])}
+        double = watch.longest_double_answer(ip)
+        print(f"{ip}: two MACs answered ARP for {double:.2f}s at most")
+        assert double <= most, f"{ip}: two MACs answered ARP for {double:.2f}s"
+
+
 def test_a_killed_nodes_ips_answer_again_from_live_nodes_and_nothing_else_moves(
     local_bed: LocalBed,
 ) -> None:
     bed = local_bed
-    before = _spread_services(bed, 6, "kill")
-    victim = _busiest(before)
-    moving = sorted(ip for ip, n in before.items() if n == victim)
+    before, victim, moving = _spread_and_pick(bed, "kill")
     staying = {ip: n for ip, n in before.items() if n != victim}
     series = bed.client.start_probes(before, interval=0.05)
 
@@ -72,7 +131,7 @@ def test_a_killed_nodes_ips_answer_again_from_live_nodes_and_nothing_else_moves(
 
     # the node comes back: nothing moves back to it (no flapping), nothing answers twice
     bed.revive_node(victim)
-    bed.kube.wait_heartbeating([victim])
+    bed.wait_in_service([victim])
     time.sleep(1.0)
     assert placement(bed.kube.claims()) == after
     assert bed.node(victim).external_addresses() == set()
@@ -82,36 +141,97 @@ def test_a_node_cut_off_from_the_api_withdraws_by_itself_and_never_answers_along
     local_bed: LocalBed,
 ) -> None:
     bed = local_bed
-    before = _spread_services(bed, 6, "cut")
-    victim = _busiest(before)
-    moving = sorted(ip for ip, n in before.items() if n == victim)
-    watch = bed.client.start_arp_watch(moving, period=0.05)
+    before, victim, moving = _spread_and_pick(bed, "cut")
 
-    bed.cut_from_api(victim)
+    # it fences itself: its addresses go, though nobody could tell it over the API; it still
+    # answers the liveness probes (live, then FENCED), so nothing moves before
+    fenced_in, after, watch = _cut_until_fenced(bed, victim, moving, bed.cut_from_api)
 
-    try:
-        # it fences itself: its addresses go, though nobody could tell it over the API
-        wait_for(
-            lambda: not bed.node(victim).external_addresses(),
-            10,
-            what=f"{victim} to remove its own addresses",
-        )
-        after = wait_moved_off(bed, moving, victim)
-        wait_answered_by(bed, {ip: after[ip] for ip in moving}, timeout=10)
-        time.sleep(0.5)  # keep listening a little after the move settled
-    finally:
-        bed.client.stop_arp_watch(watch)
-
-    for ip in moving:
-        assert bed.holders(ip) == [after[ip]]
-        assert watch.all_macs(ip) <= {bed.mac_of(victim), bed.mac_of(after[ip])}
-        double = watch.longest_double_answer(ip)
-        print(f"{ip}: two MACs answered ARP for {double:.2f}s at most")
-        assert double <= ANNOUNCE_WINDOW, f"{ip}: two MACs answered ARP for {double:.2f}s"
+    print(f"{victim} fenced {fenced_in:.2f}s after the cut")
+    # its last API answer came at most one check interval before the cut
+    earliest = API_NODE_TIMEOUT - API_CHECK_INTERVAL
+    assert earliest <= fenced_in <= API_NODE_TIMEOUT + SLACK, f"fenced after {fenced_in:.2f}s"
+    # the claims move only once it has fenced (its replies say FENCED): never two holders
+    _one_holder_each(bed, watch, victim, after, most=0.1)
 
     # back on the API, the node does not take its old IPs back (no flapping)
     bed.reconnect_to_api(victim)
     time.sleep(2.0)
+    assert placement(bed.kube.claims()) == {**before, **{ip: after[ip] for ip in moving}}
+    for ip in moving:
+        assert bed.holders(ip) == [after[ip]]
+
+
+def test_a_node_cut_off_from_the_liveness_path_hands_its_ips_over_and_keeps_its_api(
+    local_bed: LocalBed, nft: None
+) -> None:
+    bed = local_bed
+    before, victim, moving = _spread_and_pick(bed, "udp")
+    staying = {ip: n for ip, n in before.items() if n != victim}
+    watch = bed.client.start_arp_watch(moving, period=0.05)
+    logs = {p.name: p.log_size() for p in bed.processes()}
+
+    cut_at = time.monotonic()
+    bed.cut_liveness(victim)
+
+    try:
+        # the schedulers hear nothing from it: dead; its claims move, and it learns so from
+        # its watch (its API works) and removes its addresses
+        after = wait_moved_off(bed, moving, victim)
+        moved_in = time.monotonic() - cut_at
+        wait_for(
+            lambda: not bed.node(victim).external_addresses(),
+            5,
+            interval=0.02,
+            what=f"{victim} to remove the addresses whose claims moved",
+        )
+        wait_answered_by(bed, {ip: after[ip] for ip in moving}, timeout=10)
+        time.sleep(0.5)
+    finally:
+        bed.client.stop_arp_watch(watch)
+
+    print(f"{victim}'s claims Bound elsewhere {moved_in:.2f}s after its liveness UDP was cut")
+    assert moved_in <= PROBE_SILENCE + SLACK
+    assert all(after[ip] in bed.live_nodes for ip in moving)
+    # from the new holder's add until the old holder's watch event
+    _one_holder_each(bed, watch, victim, after, most=0.5)
+    for ip, node in staying.items():
+        assert after[ip] == node, f"{ip} moved from live {node} to {after[ip]}"
+    # it kept its API: it did not fence, it let go because its claims moved
+    controller = bed.controllers[victim].name
+    assert bed.log_lines({controller: logs[controller]}, "node.fenced") == []
+    assert not bed.kube.live([victim])
+
+    # the path back: live again, and nothing moves back to it
+    bed.heal_liveness(victim)
+    bed.wait_in_service([victim])
+    time.sleep(1.0)
+    assert placement(bed.kube.claims()) == {**before, **{ip: after[ip] for ip in moving}}
+    assert bed.node(victim).external_addresses() == set()
+
+
+def test_a_node_cut_off_from_api_and_liveness_fences_at_once(
+    local_bed: LocalBed, nft: None
+) -> None:
+    bed = local_bed
+    before, victim, moving = _spread_and_pick(bed, "both")
+
+    # the probes stop, its API check fails: it fences now, not --node-timeout later
+    cuts = (bed.cut_from_api, bed.cut_liveness)
+    fenced_in, after, watch = _cut_until_fenced(bed, victim, moving, *cuts)
+
+    print(f"{victim} fenced {fenced_in:.2f}s after losing the API and the liveness path")
+    # probe silence, then one API check that gets no answer (it waits at most the silence):
+    # well before --node-timeout after its last API answer, which would take 1.5-2.5 s
+    at_once = 2 * PROBE_SILENCE + SLACK / 2
+    assert fenced_in <= at_once, f"fenced after {fenced_in:.2f}s"
+    # from the new holder's add until the fence
+    _one_holder_each(bed, watch, victim, after, most=at_once)
+
+    bed.heal_liveness(victim)
+    bed.reconnect_to_api(victim)
+    bed.wait_in_service([victim])
+    time.sleep(1.0)
     assert placement(bed.kube.claims()) == {**before, **{ip: after[ip] for ip in moving}}
     for ip in moving:
         assert bed.holders(ip) == [after[ip]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -34,6 +35,10 @@ class Bed:
         self.srv = srv
         self.kubeconfig = kubeconfig
         self.logs = logs
+        # required; unused here: these IpNodes publish no liveness endpoint, so the
+        # scheduler judges them by their heartbeat counter (docs/liveness.md, upgrades)
+        self.key_file = logs / "liveness.key"
+        self.key_file.write_text(secrets.token_urlsafe(32) + "\n")
         self.alive: set[str] = set()
         self.last_beat: dict[str, float] = {}
         self.procs: dict[str, asyncio.subprocess.Process] = {}
@@ -126,6 +131,7 @@ class Bed:
             "--metrics-bind-address=0",
             "--health-probe-bind-address=0",
             "--orphan-grace-period=1h",  # these claims have no Services
+            f"--liveness-key-file={self.key_file}",
             stdout=log,
             stderr=log,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -83,7 +83,7 @@ def test_describe_svc_says_where_the_ip_is_and_why_it_moved(sandbox: Sandbox) ->
 
     # 4. `kubectl describe svc` says where it went, and why
     second = next(n for n in NODES if n != first)
-    moved = ("Normal", "IPMoved", f"{ip} now on {second}: {first} lost (heartbeat stopped)")
+    moved = ("Normal", "IPMoved", f"{ip} now on {second}: {first} lost (no liveness reply)")
 
     def told_the_move() -> list[tuple[str, str, str]] | None:
         events = scheduler_events(describe())

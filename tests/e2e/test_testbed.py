@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from eipctl.sandbox.namespaces import call_in_netns, list_namespaces, why_unavailable
+from eipctl.sandbox.namespaces import (
+    call_in_netns,
+    list_namespaces,
+    nft_unavailable,
+    why_unavailable,
+)
 from eipctl.sandbox.testbed import BedOptions, LocalBed, wait_for
 
 pytestmark = [pytest.mark.netns]
@@ -106,6 +112,53 @@ def test_two_macs_answering_for_one_ip_are_seen_and_timed(plain_bed: LocalBed) -
     assert 0.3 <= watch.longest_double_answer(ip) <= 0.6, watch.longest_double_answer(ip)
     # the watcher's probes never touch the client's own neighbour table
     assert plain_bed.network.client_neighbour(ip) is None
+
+
+def _udp_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((host, port))
+    sock.settimeout(0.3)
+    return sock
+
+
+def _udp_round_trip(sender: socket.socket, receiver: socket.socket, target: str) -> bool:
+    """A datagram from `sender` to `receiver` (at `target`:9473) and an answer back."""
+    try:
+        sender.sendto(b"probe", (target, 9473))
+        data, peer = receiver.recvfrom(64)
+        receiver.sendto(b"reply", peer)
+        return data == b"probe" and sender.recvfrom(64)[0] == b"reply"
+    except TimeoutError:
+        return False
+
+
+def test_the_control_namespace_reaches_a_node_over_udp_until_its_liveness_is_cut(
+    plain_bed: LocalBed,
+) -> None:
+    if (reason := nft_unavailable()) is not None:
+        pytest.skip(f"cut_liveness {reason} (apt-get install nftables)")
+    node = plain_bed.node("node-0")
+    other = plain_bed.node("node-1")
+    assert plain_bed.network.control is not None
+    control = plain_bed.network.control.name
+    prober = call_in_netns(control, _udp_socket, "0.0.0.0", 0)
+    responder = call_in_netns(node.ns.name, _udp_socket, node.ip4, 9473)
+    neighbour = call_in_netns(other.ns.name, _udp_socket, other.ip4, 9473)
+    try:
+        assert _udp_round_trip(prober, responder, node.ip4)
+        plain_bed.cut_liveness("node-0")
+        assert node.liveness_cut()
+        assert not _udp_round_trip(prober, responder, node.ip4)
+        assert _udp_round_trip(prober, neighbour, other.ip4), "only that node is cut"
+        assert plain_bed.client.ask("198.51.100.10") == "node-0", "its TCP still answers"
+        plain_bed.heal()  # the reset between scenarios removes the cut too
+        assert not node.liveness_cut()
+        assert plain_bed.liveness_cut == set()
+        assert _udp_round_trip(prober, responder, node.ip4)
+    finally:
+        for sock in (prober, responder, neighbour):
+            sock.close()
+        plain_bed.heal()
 
 
 def _get_version(port: int) -> str:

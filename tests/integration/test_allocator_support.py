@@ -20,8 +20,6 @@ from eipctl.runtime.config import AllocatorSettings
 from eipctl.runtime.health import Health
 from eipctl.runtime.values import parse_bind_address
 
-REPO = Path(__file__).resolve().parents[2]
-CRDS = REPO / "deploy" / "crds"
 EVENTS_NS = "default"
 
 

@@ -39,9 +39,6 @@ from eipctl.nodeips.process import PODS, NodeIps
 from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.values import parse_bind_address
 
-REPO = Path(__file__).resolve().parents[2]
-CRDS = REPO / "deploy" / "crds"
-
 
 def settings(kubeconfig: Path, identity: str = "nodeips-0", **kw: Any) -> NodeIpsSettings:
     off = parse_bind_address("0")

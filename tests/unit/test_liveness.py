@@ -1,8 +1,7 @@
-"""Heartbeat liveness on an injected clock.
+"""Liveness from signs of life on an injected clock.
 
 Most cases keep a second node, "w" (witness), beating so that the observer's view counts as
-current; the stall cases leave it out on purpose. The ``fresh_reads`` cases are the
-controller's judge of a previous holder: one node, read fresh each time, no witness.
+current; the stall cases leave it out on purpose.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ def test_changes_keep_alive_repeats_do_not() -> None:
     witness(lv, 2.0)
     assert lv.is_live("n1", 1.7)
     assert not lv.is_live("n1", 1.8)
-    assert lv.heartbeat_age("n1", 1.8) == pytest.approx(1.0)
+    assert lv.silence("n1", 1.8) == pytest.approx(1.0)
 
 
 def test_dead_node_comes_back_on_change() -> None:
@@ -109,7 +108,7 @@ def test_forget_and_unknown() -> None:
     lv.forget("n1")
     assert not lv.is_live("n1", 0.1)
     assert lv.known() == frozenset()
-    assert lv.heartbeat_age("n1", 0.1) is None
+    assert lv.silence("n1", 0.1) is None
 
 
 def test_next_death_and_transitions() -> None:
@@ -137,59 +136,36 @@ def test_timeout_must_be_positive() -> None:
         Liveness(0)
 
 
-def test_fresh_reads_judge_a_holder_alone_on_our_clock() -> None:
-    """A controller judging the previous holder: first sight live, dead once unchanged for
-    the timeout with no other node to compare with, live again when it changes, dead when
-    its IpNode is gone (forgotten: its return is first sight again)."""
-    lv = Liveness(1.0, fresh_reads=True)
-    lv.observe("n1", 5, 100.0)
-    assert lv.is_live("n1", 100.0)  # first sight
-    lv.observe("n1", 5, 100.9)
-    assert lv.is_live("n1", 100.9)
-    lv.observe("n1", 5, 101.0)
-    assert not lv.is_live("n1", 101.0)
-    assert lv.suspects(101.0) == frozenset()  # no stale-view rule to hold it
-    lv.observe("n1", 6, 101.0)
-    assert lv.is_live("n1", 101.0)  # it came back
-    lv.forget("n1")  # no IpNode
-    assert not lv.is_live("n1", 101.0)
-    lv.observe("n1", 6, 110.0)
-    assert lv.is_live("n1", 110.0)  # not "unchanged for 9 s"
+def test_introduce_gives_a_known_node_one_timeout_once() -> None:
+    """A replica that lists an IpNode before hearing it: live for one timeout from then;
+    introducing it again does not extend that, a reply does."""
+    lv = Liveness(1.0)
+    witness(lv, 3.0)
+    lv.introduce("n1", 0.5)
+    assert lv.is_live("n1", 1.4)
+    lv.introduce("n1", 1.4)
+    assert not lv.is_live("n1", 1.5)
+    lv.observe("n1", 1, 2.0)
+    assert lv.is_live("n1", 2.9)
+    lv.observe("n1", 1, 2.5)  # the same reply again counts for nothing
+    assert not lv.is_live("n1", 3.0)
 
 
-def test_fresh_reads_honour_the_restart_grace() -> None:
-    lv = Liveness(1.0, fresh_reads=True)
-    lv.observe("n1", 8, 0.0, grace=30.0)  # a holder restarting: its last heartbeat
-    assert lv.is_live("n1", 29.9)
-    assert not lv.is_live("n1", 30.0)
-    lv.observe("n1", 0, 31.0)  # the new process beats
-    assert lv.is_live("n1", 31.9)
-    assert not lv.is_live("n1", 32.0)
-
-
-beat_lists = st.lists(
-    st.tuples(
-        st.floats(0, 5),
-        st.sampled_from(["a", "b", "c"]),
-        st.integers(0, 3),
-        st.sampled_from([0.0, 0.0, 3.0]),
-    ),
-    max_size=40,
-)
-
-
-@given(beat_lists, st.floats(0.01, 2), st.floats(0, 10))
-def test_fresh_reads_are_the_watched_rules_without_the_stale_view_rule(
-    beats: list[tuple[float, str, int, float]], timeout: float, probe: float
-) -> None:
-    """One judge: first sight, changes, grace and forgetting decide alike; only the nodes the
-    stale-view rule keeps live (suspects) differ."""
-    watched, fresh = Liveness(timeout), Liveness(timeout, fresh_reads=True)
-    for t, node, v, grace in sorted(beats):
-        assert watched.observe(node, v, t, grace) == fresh.observe(node, v, t, grace)
-    assert fresh.live(probe) == watched.live(probe) - watched.suspects(probe)
-    assert fresh.suspects(probe) == frozenset()
-    assert fresh.next_death(probe) == watched.next_death(probe)
+def test_a_fenced_node_is_dead_at_once_until_its_next_change() -> None:
+    lv = Liveness(1.0)
+    lv.observe("n1", 1, 0.0)
+    lv.fence("n1", 0.1)
+    assert lv.is_fenced("n1")
+    assert not lv.is_live("n1", 0.1)  # no timeout, no witness needed
+    assert lv.transitions(0.1) == [Transition("n1", False)]
+    assert lv.next_death(0.1) is None
+    lv.fence("n1", 0.2)  # repeated FENCED replies change nothing
+    lv.observe("n1", 2, 0.3)  # restored: an unflagged reply
+    assert not lv.is_fenced("n1")
+    assert lv.is_live("n1", 0.3)
+    lv.fence("n2", 0.4)  # never heard, says fenced: known and dead
+    assert lv.known() == frozenset({"n1", "n2"})
+    assert not lv.is_live("n2", 0.4)
 
 
 @given(

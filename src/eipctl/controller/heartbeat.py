@@ -1,14 +1,16 @@
-"""The IpNode: registration at start, the heartbeat, and the self-fencing watchdog.
+"""The IpNode: registration at start, the API heartbeat, and the self-fencing watchdog.
 
-The heartbeat is a status merge patch ``{"status": {"heartbeat": n}}`` sent straight to the
-API on its own client (not through the serialized writer): it carries no precondition, the
-counter is written by this process only, and it must never wait behind another write (a
-claim status retry, an IpNode addresses update) or behind a connection another request
-holds. Each write is bounded by `node_timeout`: a heartbeat that took longer is worthless.
+Liveness is not judged from the API (docs/liveness.md): the schedulers probe the node over
+UDP. The API heartbeat is for people and for upgrades: every `--heartbeat-interval` (10 s)
+a status merge patch ``{"status": {"heartbeat": n, "lastHeartbeatTime": t}}`` (kubectl's LAST
+HEARTBEAT column), sent straight to the API on its own client (not through the serialized
+writer): it carries no precondition, the fields are written by this process only, and it
+must never wait behind another write. A success also proves the API reachable (`Fence`),
+as the reads of `reachability.ApiReachability` do between heartbeats.
 
 Fencing runs on our own monotonic clock (`core.fence.Fence`): the watchdog sleeps until
-the exact moment the last success becomes `node_timeout` old, so the node fences within a
-few milliseconds of the deadline even while a heartbeat request hangs.
+the exact moment the last API success becomes `node_timeout` old, so the node fences within
+a few milliseconds of the deadline even while a request hangs.
 """
 
 from __future__ import annotations
@@ -16,18 +18,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
 
 from eipctl.core.fence import Fence, FenceTransition
-from eipctl.core.fields import Mutation, labels_of
-from eipctl.core.ipnode import HEARTBEAT, RESTART_GRACE_SECONDS, IpNode
+from eipctl.core.fields import Mutation, format_time, labels_of
+from eipctl.core.ipnode import (
+    HEARTBEAT,
+    LAST_HEARTBEAT_TIME,
+    LINK,
+    LIVENESS_ADDRESS,
+    LIVENESS_PORT,
+    RESTART_GRACE_SECONDS,
+    IpNode,
+)
 from eipctl.kube.client import IPNODES, NODES, Obj
 from eipctl.kube.errors import AlreadyExists, Forbidden, NotFound
 from eipctl.kube.verbs import Gets, Patches, WritesCreate, WritesUpdate
 
-from .metrics import FENCE_TRANSITIONS, FENCED, HEARTBEAT_AGE, HEARTBEATS
+from .metrics import API_SILENCE, FENCE_TRANSITIONS, FENCED, HEARTBEATS
 
 log = structlog.get_logger(__name__)
 
@@ -50,18 +61,36 @@ async def node_labels(api: NodeApi, node: str) -> dict[str, str] | None:
     return dict(labels_of(obj))
 
 
-def _ipnode_mutation(link: str, labels: Mapping[str, str] | None) -> Mutation:
+Endpoint = tuple[str, int]
+"""Where this controller answers liveness probes: (address, port)."""
+
+
+def _spec(link: str, liveness: Endpoint | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {LINK: link}
+    if liveness is not None:
+        spec[LIVENESS_ADDRESS], spec[LIVENESS_PORT] = liveness
+    return spec
+
+
+def _ipnode_mutation(
+    link: str, liveness: Endpoint | None, labels: Mapping[str, str] | None
+) -> Mutation:
     def mutate(obj: Obj) -> None:
-        obj.setdefault("spec", {})["link"] = link
+        spec = obj.setdefault("spec", {})
+        for key in (LIVENESS_ADDRESS, LIVENESS_PORT):
+            spec.pop(key, None)
+        spec.update(_spec(link, liveness))
         if labels is not None:
             obj.setdefault("metadata", {})["labels"] = dict(labels)
 
     return mutate
 
 
-async def register(api: NodeApi, writer: NodeWriter, node: str, link: str) -> int:
-    """Create or update this node's IpNode (spec.link, the Node's labels); return its
-    current heartbeat counter so the next write is a change.
+async def register(
+    api: NodeApi, writer: NodeWriter, node: str, link: str, liveness: Endpoint | None = None
+) -> int:
+    """Create or update this node's IpNode (spec.link, the liveness endpoint, the Node's
+    labels); return its current heartbeat counter so the next write is a change.
 
     The IpNode's labels are exactly the Node's (the IpNode belongs to this controller);
     without a Node they are left as they are.
@@ -70,7 +99,10 @@ async def register(api: NodeApi, writer: NodeWriter, node: str, link: str) -> in
     try:
         current = await api.get(IPNODES, node)
     except NotFound:
-        body: Obj = {"metadata": {"name": node, "labels": labels or {}}, "spec": {"link": link}}
+        body: Obj = {
+            "metadata": {"name": node, "labels": labels or {}},
+            "spec": _spec(link, liveness),
+        }
         try:
             await writer.create(IPNODES, body)
             log.info("ipnode.created", node=node, link=link, labels=len(labels or {}))
@@ -78,10 +110,15 @@ async def register(api: NodeApi, writer: NodeWriter, node: str, link: str) -> in
         except AlreadyExists:
             current = await api.get(IPNODES, node)
     have = IpNode.from_dict(current)
-    if have.spec.link != link or (labels is not None and have.labels != labels):
-        current = await writer.update(IPNODES, node, _ipnode_mutation(link, labels))
+    if (
+        have.spec.link != link
+        or have.spec.liveness_endpoint != liveness
+        or (labels is not None and have.labels != labels)
+    ):
+        current = await writer.update(IPNODES, node, _ipnode_mutation(link, liveness, labels))
         log.info("ipnode.updated", node=node, link=link, labels=len(labels or {}))
-    return IpNode.from_dict(current).status.heartbeat
+        have = IpNode.from_dict(current)
+    return have.status.heartbeat
 
 
 class Heartbeat:
@@ -115,7 +152,13 @@ class Heartbeat:
         """One heartbeat write; True if it succeeded."""
         self.counter += 1
         # every beat clears a restart grace an earlier process announced (null deletes it)
-        patch: dict[str, Any] = {"status": {HEARTBEAT: self.counter, RESTART_GRACE_SECONDS: None}}
+        patch: dict[str, Any] = {
+            "status": {
+                HEARTBEAT: self.counter,
+                LAST_HEARTBEAT_TIME: format_time(datetime.now(UTC)),
+                RESTART_GRACE_SECONDS: None,
+            }
+        }
         try:
             async with asyncio.timeout(self.fence.node_timeout):
                 try:
@@ -133,7 +176,7 @@ class Heartbeat:
                     "heartbeat.failed",
                     node=self._node,
                     failures=self._failures,
-                    age=round(self.fence.heartbeat_age(), 3),
+                    api_silence=round(self.fence.api_silence(), 3),
                     error="timeout" if isinstance(exc, TimeoutError) else repr(exc),
                 )
             return False
@@ -141,13 +184,19 @@ class Heartbeat:
         if self._failures:
             log.info("heartbeat.recovered", node=self._node, failures=self._failures)
         self._failures = 0
-        self._transition(self.fence.succeeded())
+        self.transition(self.fence.succeeded())
         return True
 
     async def announce_grace(self, seconds: float) -> None:
         """A last heartbeat that asks the scheduler to wait `seconds` before judging us dead."""
         self.counter += 1
-        patch = {"status": {HEARTBEAT: self.counter, RESTART_GRACE_SECONDS: seconds}}
+        patch = {
+            "status": {
+                HEARTBEAT: self.counter,
+                LAST_HEARTBEAT_TIME: format_time(datetime.now(UTC)),
+                RESTART_GRACE_SECONDS: seconds,
+            }
+        }
         await self._api.patch(IPNODES, self._node, patch, sub="status")
 
     async def run(self) -> None:
@@ -156,22 +205,23 @@ class Heartbeat:
         while True:
             started = loop.time()
             await self.beat()
-            HEARTBEAT_AGE.set(self.fence.heartbeat_age())
+            API_SILENCE.set(self.fence.api_silence())
             await asyncio.sleep(max(0.0, self._interval - (loop.time() - started)))
 
     async def watchdog(self) -> None:
         """Fence exactly when the last success is `node_timeout` old."""
         while True:
-            if self.fence.fenced:  # RESTORE comes from a successful beat()
-                await asyncio.sleep(self._interval)
+            if self.fence.fenced:  # RESTORE comes from an API success (beat or check)
+                await asyncio.sleep(self.fence.node_timeout / 10)
                 continue
-            remaining = self.fence.node_timeout - self.fence.heartbeat_age()
+            remaining = self.fence.node_timeout - self.fence.api_silence()
             if remaining > 0:
                 await asyncio.sleep(remaining)
                 continue
-            self._transition(self.fence.check())
+            self.transition(self.fence.check())
 
-    def _transition(self, transition: FenceTransition) -> None:
+    def transition(self, transition: FenceTransition) -> None:
+        """Count, log and pass on a fence transition (from here or from the API checks)."""
         if transition is FenceTransition.NONE:
             return
         FENCE_TRANSITIONS.labels(transition.value).inc()
@@ -180,7 +230,7 @@ class Heartbeat:
             log.warning(
                 "node.fenced",
                 node=self._node,
-                heartbeat_age=round(self.fence.heartbeat_age(), 3),
+                api_silence=round(self.fence.api_silence(), 3),
                 at=time.time(),
             )
         else:

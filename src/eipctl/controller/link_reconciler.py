@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -104,7 +104,6 @@ class LinkReconciler:
         holder_node: HolderNode | None = None,
         mac_owner: MacOwner | None = None,
         claim_lookup: ClaimLookup | None = None,
-        clock: Callable[[], float] | None = None,
     ) -> None:
         self.settings = settings
         self._backend = backend
@@ -114,11 +113,9 @@ class LinkReconciler:
         self._announcements = Announcements(announcer, fence.may_hold)
         self._takeover = Takeover(
             settings.node,
-            node_timeout=fence.node_timeout,
             prober=prober,
             mac_owner=mac_owner,
             holder_node=holder_node,
-            clock=clock or time.monotonic,
             report_conflict=self._conflict,
             report_failure=self._failed,
         )
@@ -275,8 +272,8 @@ class LinkReconciler:
         decision = await self._takeover.decide(placed, claim)
         if decision is ConflictDecision.WAIT:
             return
-        if not self._fence.may_hold():  # the probe took time; the heartbeat may have failed
-            log.info("address.add.skipped", claim=claim.name, reason="heartbeat-stale")
+        if not self._fence.may_hold():  # the probe took time; the API may have gone
+            log.info("address.add.skipped", claim=claim.name, reason="api-stale")
             return
         if not await self._put(addr, claim, "add"):
             return

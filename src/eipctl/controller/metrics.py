@@ -10,14 +10,25 @@ HEARTBEATS = Counter(
     ["result"],
     registry=REGISTRY,
 )
-HEARTBEAT_AGE = Gauge(
-    "eipctl_controller_heartbeat_age_seconds",
-    "Seconds since the last successful heartbeat write (on this process's clock).",
+PROBES_SKIPPED = Counter(
+    "eipctl_controller_probes_skipped",
+    "Adds that skipped the address probe because the previous holder was declared dead.",
+    registry=REGISTRY,
+)
+API_CHECKS = Counter(
+    "eipctl_controller_api_checks",
+    "Reads of the own IpNode that prove the API reachable, by result (ok or error).",
+    ["result"],
+    registry=REGISTRY,
+)
+API_SILENCE = Gauge(
+    "eipctl_controller_api_silence_seconds",
+    "Seconds since the API last answered this controller (a read or the heartbeat).",
     registry=REGISTRY,
 )
 FENCED = Gauge(
     "eipctl_controller_fenced",
-    "1 while the controller has fenced itself (heartbeat failing for --node-timeout).",
+    "1 while the controller has fenced itself (API unreachable; docs/liveness.md).",
     registry=REGISTRY,
 )
 FENCE_TRANSITIONS = Counter(
@@ -45,7 +56,8 @@ CLAIM_CONFLICTS = Counter(
 )
 TAKEOVERS = Counter(
     "eipctl_controller_takeovers",
-    "Addresses taken over from a dead previous holder that still answered the probe.",
+    "Addresses added although the probe was answered, by another eipctl node's MAC or a "
+    "holder declared dead.",
     registry=REGISTRY,
 )
 NET_ERRORS = Counter(

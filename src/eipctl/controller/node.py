@@ -1,9 +1,11 @@
 """`NodeController`: the controller's tasks wired together, with every edge injected.
 
-Tasks: the claim informer (only claims labelled for this node), the fence watchdog, the
-reconcile loop, IpNode registration then the heartbeat, and the resync timer. The reconcile
-loop runs a pass when a claim changes, when the fence changes, when a pass asked for a
-retry, and at least every `renew_interval` (which renews lifetimes and repairs drift).
+Tasks: the claim informer (only claims labelled for this node), the liveness responder
+(answers the schedulers' UDP probes; docs/liveness.md), the API checks and the fence
+watchdog, the reconcile loop, IpNode registration then the API heartbeat, and the resync
+timer. The reconcile loop runs a pass when a claim changes, when the fence changes, when a
+pass asked for a retry, and at least every `renew_interval` (which renews lifetimes and
+repairs drift).
 
 `process.run` builds the real edges (netlink, raw sockets, kubeconfig); the unit tests build
 a `NodeController` with the in-memory link and fake probes against the API emulator.
@@ -23,6 +25,7 @@ import structlog
 from eipctl.core.fence import Fence, FenceTransition
 from eipctl.core.fields import ResourceError
 from eipctl.core.ipnode import IpNode
+from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.naming import API_VERSION, LABEL_NODE, is_label_value
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import ApiError, NotFound
@@ -30,9 +33,11 @@ from eipctl.kube.events import EventRecorder, reference
 from eipctl.kube.informer import Informer
 from eipctl.kube.writer import SerializedWriter
 from eipctl.net.link import Announcer, LinkBackend, Prober
+from eipctl.net.liveness import LivenessResponder
 
-from .heartbeat import Heartbeat, register
+from .heartbeat import Endpoint, Heartbeat, register
 from .link_reconciler import LinkReconciler, ReconcilerSettings
+from .reachability import ApiReachability
 from .status import StatusReporter
 
 log = structlog.get_logger(__name__)
@@ -48,11 +53,22 @@ class NodeSettings:
     address_lifetime: float
     cleanup_on_exit: bool = False
     restart_grace: float = 0.0
+    api_check_interval: float = 1.0
+    probe_silence: float = 0.4
+    liveness_address: str = ""
+    """Empty: the first address on `link` that is not eipctl's (`liveness_endpoint`)."""
+    liveness_port: int = 0
+    """0: any free port (tests); the process passes --liveness-port."""
 
     @property
     def renew_interval(self) -> float:
         """Lifetime renewal (and drift repair) cadence: three renewals per lifetime."""
-        return max(self.heartbeat_interval, min(self.address_lifetime / 3, self.resync_interval))
+        return min(self.address_lifetime / 3, self.resync_interval)
+
+
+def _loop_time() -> float:
+    """The clock of the responder's `last_probe_at`."""
+    return asyncio.get_running_loop().time()
 
 
 class ClaimCache:
@@ -116,10 +132,14 @@ class NodeController:
         backend: LinkBackend,
         announcer: Announcer,
         prober: Prober | None,
+        keyring: Keyring | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``keyring``: the liveness key; None runs no responder (the IpNode then has no
+        liveness endpoint and the scheduler judges it by its heartbeat counter)."""
         self.settings = settings
         self._api = api
+        self._backend = backend
         self._trigger = asyncio.Event()
         self.fence = Fence(settings.node_timeout, clock)
         self.writer = SerializedWriter(api)
@@ -132,7 +152,7 @@ class NodeController:
                 node=settings.node,
                 default_link=settings.link,
                 address_lifetime=settings.address_lifetime,
-                conflict_retry=max(settings.heartbeat_interval, settings.node_timeout / 2),
+                conflict_retry=max(0.2, settings.probe_silence),
             ),
             backend=backend,
             claims=self.claims,
@@ -143,7 +163,6 @@ class NodeController:
             holder_node=self._holder_node,
             mac_owner=self._mac_owner,
             claim_lookup=self._claim_fresh,
-            clock=clock,
         )
         self.heartbeat = Heartbeat(
             heartbeat_api,
@@ -152,6 +171,22 @@ class NodeController:
             fence=self.fence,
             on_transition=self._on_fence,
             reregister=self._register,
+        )
+        self.responder = (
+            None
+            if keyring is None
+            else LivenessResponder(settings.node, keyring, flags=self._liveness_flags)
+        )
+        self.liveness_endpoint: Endpoint | None = None
+        self.reachability = ApiReachability(
+            heartbeat_api,
+            settings.node,
+            interval=settings.api_check_interval,
+            probe_silence=settings.probe_silence,
+            fence=self.fence,
+            on_transition=self.heartbeat.transition,
+            last_probe=self._last_probe,
+            clock=_loop_time,
         )
         self.registered = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -162,7 +197,13 @@ class NodeController:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, then shut down (addresses stay unless cleanup_on_exit)."""
         self.claims.start()
+        try:
+            await self._start_responder()
+        except BaseException:
+            await self.claims.stop()
+            raise
         self._spawn(self.heartbeat.watchdog(), "fence-watchdog")
+        self._spawn(self.reachability.run(), "api-checks")
         self._spawn(self._reconcile_loop(), "reconcile")
         self._spawn(self._register_then_beat(), "heartbeat")
         self._spawn(self._resync_loop(), "resync")
@@ -191,6 +232,8 @@ class NodeController:
             await self._announce_restart()
         else:
             log.info("shutdown.addresses.kept", node=self.settings.node)
+        if self.responder is not None:
+            self.responder.close()  # after the restart grace is announced: see docs/liveness.md
         await self.reconciler.close()
         await self.claims.stop()
         with contextlib.suppress(TimeoutError):
@@ -221,6 +264,36 @@ class NodeController:
             announced=announced,
         )
 
+    async def _start_responder(self) -> None:
+        """Bind the liveness responder; its endpoint goes into the IpNode at registration."""
+        if self.responder is None:
+            return
+        s = self.settings
+        address = s.liveness_address or await self._own_address()
+        await self.responder.start(address, s.liveness_port)
+        self.liveness_endpoint = (address, self.responder.port)
+        log.info("liveness.listening", node=s.node, address=address, port=self.responder.port)
+
+    async def _own_address(self) -> str:
+        """The first address on our link that is not eipctl's and not a host route (an
+        administrator's /32 or /128): the node's own address on the node network."""
+        addresses = await self._backend.list_all(self.settings.link)
+        own = [a for a in addresses if not a.managed and a.prefixlen < a.ip.max_prefixlen]
+        own = [a for a in own if not a.ip.is_link_local]
+        if not own:
+            raise RuntimeError(
+                f"no address on {self.settings.link} to answer liveness probes on: "
+                "set --liveness-address"
+            )
+        own.sort(key=lambda a: a.ip.version)  # IPv4 first
+        return str(own[0].ip)
+
+    def _liveness_flags(self) -> Flag:
+        return Flag.FENCED if self.fence.fenced else Flag.NONE
+
+    def _last_probe(self) -> float | None:
+        return None if self.responder is None else self.responder.last_probe_at
+
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.create_task(coro, name=name))
 
@@ -242,7 +315,8 @@ class NodeController:
             self.passes += 1
 
     async def _register(self) -> int:
-        counter = await register(self._api, self.writer, self.settings.node, self.settings.link)
+        s = self.settings
+        counter = await register(self._api, self.writer, s.node, s.link, self.liveness_endpoint)
         self.status.forget_addresses()
         return counter
 
@@ -280,14 +354,14 @@ class NodeController:
                 involved,
                 "Warning",
                 "Fenced",
-                f"no heartbeat written for {timeout:g}s: {node} removed its addresses",
+                f"API unreachable (no answer for up to {timeout:g}s): {node} removed its addresses",
             )
         elif transition is FenceTransition.RESTORE:
             self.events.emit(
                 involved,
                 "Normal",
                 "Restored",
-                f"heartbeat written again: {node} may hold addresses",
+                f"API reachable again: {node} may hold addresses",
             )
         if transition is FenceTransition.RESTORE:
             if self._refresh is not None:
@@ -316,7 +390,7 @@ class NodeController:
         return None
 
     async def _holder_node(self, node: str) -> IpNode | None:
-        """Another node's IpNode, read fresh (the take-over rule judges its heartbeat)."""
+        """Another node's IpNode, read fresh (the take-over rule reads its Live condition)."""
         try:
             async with asyncio.timeout(self.settings.node_timeout):
                 obj = await self._api.get(IPNODES, node)

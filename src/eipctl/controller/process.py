@@ -14,6 +14,7 @@ import structlog
 from eipctl.kube.client import KubeApi, connect
 from eipctl.net.announce import announce
 from eipctl.net.link import Announcer, IPAddress, ProbeConflict, Prober
+from eipctl.net.liveness import read_keyring
 from eipctl.net.netlink import NetlinkLinkBackend
 from eipctl.net.probe import probe
 from eipctl.runtime.config import ControllerSettings
@@ -56,6 +57,10 @@ def node_settings(settings: ControllerSettings) -> NodeSettings:
         address_lifetime=settings.address_lifetime,
         cleanup_on_exit=settings.cleanup_on_exit,
         restart_grace=settings.restart_grace,
+        api_check_interval=settings.api_check_interval,
+        probe_silence=settings.probe_silence,
+        liveness_address=settings.liveness_address,
+        liveness_port=settings.liveness_port,
     )
 
 
@@ -66,14 +71,16 @@ async def run(settings: ControllerSettings, *, health: Health, stop: asyncio.Eve
         iface=settings.iface,
         heartbeat_interval=settings.heartbeat_interval,
         node_timeout=settings.node_timeout,
+        probe_silence=settings.probe_silence,
         address_lifetime=settings.address_lifetime,
     )
+    keyring = read_keyring(settings.liveness_key_file) if settings.liveness_key_file else None
     backend = NetlinkLinkBackend()
     apis: list[KubeApi] = []
     try:
         api = await connect(settings.kubeconfig, request_timeout=10.0)
         apis.append(api)
-        # a client of its own: heartbeats never queue behind another request's connection
+        # a client of its own: API checks and heartbeats never queue behind another request
         heartbeat_api = await connect(settings.kubeconfig, request_timeout=settings.node_timeout)
         apis.append(heartbeat_api)
         controller = NodeController(
@@ -83,6 +90,7 @@ async def run(settings: ControllerSettings, *, health: Health, stop: asyncio.Eve
             backend=backend,
             announcer=make_announcer(settings.announce_count, settings.announce_interval),
             prober=make_prober(settings.probe_timeout),
+            keyring=keyring,
         )
         health.add_liveness_check("controller-tasks", controller.live)
         health.add_readiness_check("ipnode-registered-and-claims-synced", controller.ready)

@@ -35,6 +35,9 @@ from eipctl.kube.verbs import WritesPatch, WritesStatus
 
 log = structlog.get_logger(__name__)
 
+_IPNODE_KEY = "ipnode"
+"""The `_inflight` key of the IpNode status patch (a claim's is `_claim_key(name)`)."""
+
 
 class StatusWriter(WritesStatus, WritesPatch, Protocol):
     """The part of `SerializedWriter` used here."""
@@ -86,14 +89,14 @@ class StatusReporter:
         if is_bound_here(claim, self._node):
             return
         self._spawn(
-            f"claim/{claim.name}",
+            _claim_key(claim.name),
             self._update(claim.name, mark_bound(self._node), "bound"),
         )
 
     def conflict(self, claim: IpClaim, reason: str, message: str) -> None:
         if has_conflict(claim, reason, message):
             return
-        key = f"claim/{claim.name}"
+        key = _claim_key(claim.name)
         if key in self._inflight:
             return
         self._events.emit(_involved(claim), "Warning", reason, message)
@@ -110,10 +113,10 @@ class StatusReporter:
         """IpNode status: the managed addresses really on the links, and the links' MACs
         (so another node whose probe meets one of them knows it is eipctl's)."""
         published = (addresses, macs or [])
-        if published == self._addresses or "ipnode" in self._inflight:
+        if published == self._addresses or _IPNODE_KEY in self._inflight:
             return  # one patch in flight: a later pass publishes what is true by then
         self._addresses = published
-        self._spawn("ipnode", self._patch_addresses(*published))
+        self._spawn(_IPNODE_KEY, self._patch_addresses(*published))
 
     def forget_addresses(self) -> None:
         """Make the next `node_addresses` write even if unchanged (after the IpNode was
@@ -156,6 +159,11 @@ class StatusReporter:
         except Exception as exc:
             self._addresses = None
             log.warning("ipnode.addresses.failed", node=self._node, error=repr(exc))
+
+
+def _claim_key(name: str) -> str:
+    """The `_inflight` key of a claim's status write."""
+    return f"claim/{name}"
 
 
 def _involved(claim: IpClaim) -> Obj:

@@ -1,30 +1,35 @@
 """Before an add: probe for another holder, and apply the take-over rule to an answer.
 
-`core.conflict.conflict_decision` is the rule; this module gathers what it needs, only after
-a probe was answered: which eipctl node publishes the answering MAC (one IpNode list), and
-whether the claim's previous holder is live. The holder is judged by `core.liveness.Liveness`,
-the scheduler's judge, on our clock, from a fresh read of its IpNode each time (so with
-``fresh_reads``: see that module for why the stale-view rule is off here). A holder that
-announced a restart grace is live until the grace ends, as it is to the scheduler.
+`core.conflict.conflict_decision` is the rule; this module gathers what it needs: which
+eipctl node publishes the answering MAC (one IpNode list, only after a probe was answered),
+and whether the claim's previous holder is live. We do not judge the holder ourselves: the
+scheduler leader does, from its liveness probes, and publishes the verdict as the holder
+IpNode's Live condition, which we read fresh (one GET) for every claim that had another
+holder.
+
+A holder declared dead (Live=False) skips the probe: the scheduler moved the claim because
+nobody on that node answers its probes, and the probe would only cost its 200 ms on every
+failover. If the dead node's kernel still answers (a frozen controller), our announcements
+repoint the neighbours and its address lifetime ends it (docs/liveness.md, "The probe
+before an add").
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
+from eipctl.core.conditions import find_condition
 from eipctl.core.conflict import ConflictDecision, HolderState, conflict_decision
-from eipctl.core.ipnode import IpNode
+from eipctl.core.ipnode import LIVE, IpNode
 from eipctl.core.link_plan import PlacedClaim
-from eipctl.core.liveness import Liveness
 from eipctl.core.resources import IpClaim
 from eipctl.net.errors import NetError
 from eipctl.net.frames import mac_to_str
 from eipctl.net.link import Prober
 
-from .metrics import TAKEOVERS
+from .metrics import PROBES_SKIPPED, TAKEOVERS
 
 log = structlog.get_logger(__name__)
 
@@ -48,11 +53,9 @@ class Takeover:
         self,
         node: str,
         *,
-        node_timeout: float,
         prober: Prober | None,
         mac_owner: MacOwner | None,
         holder_node: HolderNode | None,
-        clock: Callable[[], float] = time.monotonic,
         report_conflict: ReportConflict,
         report_failure: ReportFailure,
     ) -> None:
@@ -60,8 +63,6 @@ class Takeover:
         self._prober = prober
         self._mac_owner = mac_owner
         self._holder_node = holder_node
-        self._holders = Liveness(node_timeout, fresh_reads=True)
-        self._clock = clock
         self._report_conflict = report_conflict
         self._report_failure = report_failure
         self._waiting: dict[str, str] = {}  # claim -> conflict message, while it waits
@@ -72,21 +73,33 @@ class Takeover:
         self._waiting = {k: v for k, v in self._waiting.items() if k in keep}
 
     async def decide(self, placed: PlacedClaim, claim: IpClaim) -> ConflictDecision:
-        """Probe first (unless shared or probing is off) and apply the take-over rule."""
+        """Probe first (unless shared, probing is off, or the previous holder is declared
+        dead) and apply the take-over rule."""
         addr = placed.address
         if placed.shared or self._prober is None:
             return ConflictDecision.ADD
+        holder = claim.status.bound_node or None
+        liveness: HolderState | None = None
+        if holder and holder != self._node:
+            liveness = await self._holder_state(holder)
+            if liveness is HolderState.DEAD:
+                PROBES_SKIPPED.inc()
+                log.info(
+                    "address.probe_skipped",
+                    claim=claim.name,
+                    address=str(addr),
+                    previous_holder=holder,
+                    reason="holder-dead",
+                )
+                self._waiting.pop(claim.name, None)
+                return ConflictDecision.ADD
         try:
             conflict = await self._prober(addr.link, addr.ip)
         except NetError as exc:  # cannot probe: the API says the IP is ours, so add
             self._report_failure("probe", exc, claim=claim.name, address=str(addr))
             return ConflictDecision.ADD
         mac = None if conflict is None else conflict.mac
-        holder = claim.status.bound_node or None
-        liveness: HolderState | None = None
         answered_by = None if mac is None else await self._owner_of(mac)
-        if mac is not None and not answered_by and holder and holder != self._node:
-            liveness = await self._holder_state(holder)
         decision = conflict_decision(
             answered=mac is not None,
             previous_holder=holder,
@@ -132,15 +145,13 @@ class Takeover:
             return None
         try:
             return await self._mac_owner(mac_to_str(mac))
-        except Exception as exc:  # unknown: fall back to the heartbeat rule
+        except Exception as exc:  # unknown: fall back to the holder's Live condition
             log.info("mac.lookup.failed", mac=mac_to_str(mac), error=repr(exc))
             return None
 
     async def _holder_state(self, holder: str) -> HolderState | None:
-        """The previous holder judged from a fresh read of its IpNode; None if unknown.
-
-        An absent IpNode is dead (forgotten, so its return counts as first sight).
-        """
+        """The previous holder as the scheduler judged it (its IpNode's Live condition);
+        None if unknown (no verdict yet, or the read failed). An absent IpNode is dead."""
         if self._holder_node is None:
             return None
         try:
@@ -149,9 +160,8 @@ class Takeover:
             log.info("holder.lookup.failed", holder=holder, error=repr(exc))
             return None
         if node is None:
-            self._holders.forget(holder)
             return HolderState.DEAD
-        now = self._clock()
-        status = node.status
-        self._holders.observe(holder, status.heartbeat, now, grace=status.restart_grace)
-        return HolderState.LIVE if self._holders.is_live(holder, now) else HolderState.DEAD
+        live = find_condition(node.status.conditions, LIVE)
+        if live is None or live.status == "Unknown":
+            return None
+        return HolderState.LIVE if live.is_true else HolderState.DEAD

@@ -1,7 +1,7 @@
 """The take-over rule: what the controller does when a probe finds its IP answered.
 
-Pure: the caller probes, looks the answering MAC up among the IpNodes, and judges the
-previous holder with `core.liveness.Liveness` (the scheduler's rules, on our clock).
+Pure: the caller probes, looks the answering MAC up among the IpNodes, and reads the
+scheduler's verdict on the previous holder (its IpNode's Live condition).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import enum
 
 
 class HolderState(enum.Enum):
-    """The previous holder as judged from its IpNode heartbeat."""
+    """The previous holder as the scheduler judged it (the IpNode's Live condition)."""
 
     LIVE = "live"
     DEAD = "dead"
@@ -39,7 +39,7 @@ def conflict_decision(
       the neighbours. Waiting for it instead would open a gap whenever the old holder's
       controller restarts and removes the address before we add it.
     - Someone answers and the claim's previous holder (status.boundNode, another node) is
-      dead by its IpNode heartbeat: take over (its kernel still holds the address; its
+      declared dead by the scheduler: take over (its kernel still holds the address; its
       lifetime ends soon anyway).
     - Otherwise the answer comes from a host eipctl does not know (or a live holder whose
       MAC it cannot tell): do not fight; report Conflict, wait and probe again.

@@ -10,21 +10,44 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Final, Self
 
-from eipctl.core.conditions import Condition, conditions_from_list
-from eipctl.core.fields import ResourceError, check_network, get_int, get_str, get_str_list, join
+from eipctl.core.conditions import (
+    Condition,
+    conditions_from_list,
+    find_condition,
+    put_condition,
+    readable_conditions,
+)
+from eipctl.core.fields import (
+    Mutation,
+    ResourceError,
+    check_ip,
+    check_network,
+    get_int,
+    get_str,
+    get_str_list,
+    join,
+)
 from eipctl.core.resource_base import MAX_COUNT, Resource, conditions_out
 
 # --- field names (the CRD, deploy/crds/ipnodes.yaml) ----------------------------------------
 LINK: Final = "link"
+LIVENESS_ADDRESS: Final = "livenessAddress"
+"""spec: where the controller answers liveness probes (an IP on the node network)."""
+LIVENESS_PORT: Final = "livenessPort"
 HEARTBEAT: Final = "heartbeat"
-"""status: the counter the controller bumps; compare values, never clocks."""
+"""status: the counter the controller bumps every API heartbeat (10 s); compare values."""
+LAST_HEARTBEAT_TIME: Final = "lastHeartbeatTime"
+"""status: the controller's wall clock at its last API heartbeat; for people, never judged."""
 ADDRESSES: Final = "addresses"
 MACS: Final = "macs"
 RESTART_GRACE_SECONDS: Final = "restartGraceSeconds"
 """status: how long the scheduler should wait for a restarting controller."""
 CONDITIONS: Final = "conditions"
+LIVE: Final = "Live"
+"""Condition type the scheduler leader writes on each liveness transition (docs/liveness.md)."""
 
 # --- IpNode --------------------------------------------------------------------------------
 
@@ -32,13 +55,35 @@ CONDITIONS: Final = "conditions"
 @dataclass(frozen=True, kw_only=True)
 class IpNodeSpec:
     link: str = ""
+    liveness_address: str = ""
+    """Where the controller answers liveness probes; empty: a controller without the UDP
+    liveness path (judged by its heartbeat counter, docs/liveness.md "Upgrades")."""
+    liveness_port: int = 0
+
+    @property
+    def liveness_endpoint(self) -> tuple[str, int] | None:
+        if not self.liveness_address or not self.liveness_port:
+            return None
+        return self.liveness_address, self.liveness_port
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpNodeSpec:
-        return cls(link=get_str(d, LINK, path))
+        address = get_str(d, LIVENESS_ADDRESS, path)
+        if address:
+            check_ip(address, join(path, LIVENESS_ADDRESS))
+        return cls(
+            link=get_str(d, LINK, path),
+            liveness_address=address,
+            liveness_port=get_int(d, LIVENESS_PORT, path, maximum=65535) or 0,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {LINK: self.link} if self.link else {}
+        out: dict[str, Any] = {LINK: self.link} if self.link else {}
+        if self.liveness_address:
+            out[LIVENESS_ADDRESS] = self.liveness_address
+        if self.liveness_port:
+            out[LIVENESS_PORT] = self.liveness_port
+        return out
 
 
 _MAC = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
@@ -53,7 +98,9 @@ def _check_mac(value: str, path: str) -> str:
 @dataclass(frozen=True, kw_only=True)
 class IpNodeStatus:
     heartbeat: int = 0
-    """Counter the controller bumps; compare values, never clocks."""
+    """Counter the controller bumps at each API heartbeat; compare values, never clocks."""
+    last_heartbeat_time: str = ""
+    """The controller's wall clock at that heartbeat (RFC 3339), shown by kubectl only."""
     addresses: tuple[str, ...] = ()
     """Managed addresses really on the link, as ip/prefixLength."""
     macs: tuple[str, ...] = ()
@@ -83,6 +130,7 @@ class IpNodeStatus:
                 for i, v in enumerate(get_str_list(d, MACS, path))
             ),
             heartbeat=get_int(d, HEARTBEAT, path, maximum=MAX_COUNT) or 0,
+            last_heartbeat_time=get_str(d, LAST_HEARTBEAT_TIME, path),
             addresses=tuple(
                 check_network(v, join(addresses_path, i), bare_ip=True)
                 for i, v in enumerate(get_str_list(d, ADDRESSES, path))
@@ -92,6 +140,8 @@ class IpNodeStatus:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {HEARTBEAT: self.heartbeat}
+        if self.last_heartbeat_time:
+            out[LAST_HEARTBEAT_TIME] = self.last_heartbeat_time
         if self.addresses:
             out[ADDRESSES] = list(self.addresses)
         if self.macs:
@@ -121,3 +171,33 @@ class IpNode(Resource):
 
     def to_dict(self) -> dict[str, Any]:
         return self._to_dict(self.spec.to_dict(), self.status.to_dict())
+
+
+# --- the Live condition (written by the scheduler leader, read by controllers) -------------
+REASON_REPLYING: Final = "Replying"
+REASON_NO_REPLY: Final = "NoReply"
+REASON_FENCED: Final = "Fenced"
+
+
+def live_condition(obj: Mapping[str, Any]) -> Condition | None:
+    """The IpNode's Live condition as written, or None (none yet, or unreadable)."""
+    status = obj.get("status")
+    if not isinstance(status, Mapping):
+        return None
+    return find_condition(readable_conditions(status.get(CONDITIONS)), LIVE)
+
+
+def mark_live(live: bool, reason: str, message: str, *, now: datetime | None = None) -> Mutation:
+    """Set the Live condition (lastTransitionTime moves only when True/False flips)."""
+    condition = Condition(
+        type=LIVE,
+        status="True" if live else "False",
+        reason=reason,
+        message=message,
+        last_transition_time=now or datetime.now(UTC),
+    )
+
+    def mutate(obj: dict[str, Any]) -> None:
+        put_condition(obj.setdefault("status", {}), condition)
+
+    return mutate

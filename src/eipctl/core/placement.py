@@ -19,7 +19,7 @@ Rules (docs/design.md, "Flows", "Place"):
   ``all``: no node at all: the claim is marked for every eligible node (the scheduler
   process then keeps one per-node claim per eligible node).
 - No live candidate: the decision says so (``to_node == ""``, ``no_live_node``) and the claim
-  is left where it is. A scheduler that lost its view of the heartbeats sees every node dead;
+  is left where it is. A scheduler that lost its view of the nodes (no replies at all) sees every node dead;
   it must not strip every claim off its node because of that.
 """
 
@@ -78,7 +78,7 @@ class Cluster:
     known: frozenset[str]
     """Every IpNode that exists."""
     live: frozenset[str]
-    """IpNodes whose heartbeat is changing (a subset of ``known``)."""
+    """IpNodes the scheduler judges live (a subset of ``known``)."""
     eligible: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Pool name -> the known nodes its nodeSelector admits, live or not. A pool missing
     here (no selector, or the pool is gone) admits every known node."""

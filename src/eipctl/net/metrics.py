@@ -22,3 +22,31 @@ PROBE_CONFLICTS = Counter(
     ["family"],
     registry=REGISTRY,
 )
+LIVENESS_PROBES_SENT = Counter(
+    "eipctl_liveness_probes_sent",
+    "Node-liveness probes sent by this prober, by address family.",
+    ["family"],
+    registry=REGISTRY,
+)
+LIVENESS_REPLIES_ACCEPTED = Counter(
+    "eipctl_liveness_replies_accepted",
+    "Node-liveness replies accepted by this prober (each fresh reply counts once).",
+    registry=REGISTRY,
+)
+LIVENESS_REPLIES_SENT = Counter(
+    "eipctl_liveness_replies_sent",
+    "Node-liveness replies sent by this responder.",
+    registry=REGISTRY,
+)
+LIVENESS_PACKETS_REJECTED = Counter(
+    "eipctl_liveness_packets_rejected",
+    "Node-liveness datagrams dropped, by role (prober or responder) and reason.",
+    ["role", "reason"],
+    registry=REGISTRY,
+)
+LIVENESS_SEND_ERRORS = Counter(
+    "eipctl_liveness_send_errors",
+    "Node-liveness datagrams not sent, by role and reason (the errno name, e.g. EAGAIN).",
+    ["role", "reason"],
+    registry=REGISTRY,
+)

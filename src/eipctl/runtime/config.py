@@ -1,8 +1,9 @@
 """Typed settings of each eipctl process; every field is a flag (see `runtime/settings.py`).
 
-The failover-related defaults are chosen together; docs/failover-tuning.md has the arithmetic:
-heartbeat 200 ms, node timeout 750 ms, scheduler Lease 1 s / renew deadline 0.8 s / retry 0.2 s,
-so "node killed -> its IPs re-placed" stays under 2 s even when the node also ran the leader.
+The failover-related defaults are chosen together; docs/liveness.md has the arithmetic:
+liveness probes every 100 ms, a node dead after 400 ms without a reply, scheduler Lease 1 s /
+renew deadline 0.8 s / retry 0.2 s; controllers fence after 2.5 s without the API (at once
+when the probes stop too) and write an API heartbeat every 10 s, for people only.
 """
 
 from __future__ import annotations
@@ -98,7 +99,17 @@ class LeaderSettings:
 class SchedulerSettings(LeaderSettings, CommonSettings):
     policy: str = setting("spread", one_of(POLICIES), "placement policy: spread, single or all")
     node_timeout: float = setting(
-        "750ms", positive_duration, "an IpNode whose heartbeat has not changed this long is dead"
+        "400ms",
+        positive_duration,
+        "a node that has answered no liveness probe for this long is dead (docs/liveness.md)",
+    )
+    liveness_interval: float = setting(
+        "100ms", positive_duration, "how often every node is probed over UDP"
+    )
+    liveness_key_file: str | None = setting(
+        None,
+        readable_file,
+        "file with the shared liveness key(s), one per line, first signs (a mounted Secret)",
     )
     claim_unpooled_external_ips: bool = setting(
         "false",
@@ -117,6 +128,19 @@ class SchedulerSettings(LeaderSettings, CommonSettings):
     )
     rebalance_max_moves: int = setting("5", int_range(1), "claims moved per rebalance interval")
     workers: int = setting("4", int_range(1, 64), "concurrent reconcile workers")
+
+    def check(self) -> None:
+        super().check()
+        if self.liveness_key_file is None:
+            raise ValueError(
+                "--liveness-key-file is required: liveness probes are authenticated "
+                "(docs/liveness.md, the Secret eipctl-liveness)"
+            )
+        if self.liveness_interval * 2 >= self.node_timeout:
+            raise ValueError(
+                f"--node-timeout ({self.node_timeout}s) must be more than twice "
+                f"--liveness-interval ({self.liveness_interval}s): one lost reply is no death"
+            )
 
 
 @dataclass(frozen=True)
@@ -144,12 +168,36 @@ class ControllerSettings(CommonSettings):
     )
     iface: str = setting("eth0", parse_text, "link that holds the claims (unless spec.link)")
     heartbeat_interval: float = setting(
-        "200ms", positive_duration, "how often the IpNode heartbeat is bumped"
+        "10s",
+        positive_duration,
+        "how often the IpNode heartbeat (status.heartbeat, lastHeartbeatTime) is written; "
+        "for kubectl, not for liveness",
+    )
+    api_check_interval: float = setting(
+        "1s", positive_duration, "how often a read of our IpNode proves the API is reachable"
     )
     node_timeout: float = setting(
-        "750ms",
+        "2500ms",
         positive_duration,
-        "unrenewed heartbeat for this long: remove own addresses (fence)",
+        "no successful API read or write for this long: remove own addresses (fence)",
+    )
+    probe_silence: float = setting(
+        "400ms",
+        positive_duration,
+        "no liveness probe for this long (the scheduler's --node-timeout): check the API at "
+        "once and fence if it does not answer",
+    )
+    liveness_address: str = setting(
+        "",
+        parse_text,
+        "IP where liveness probes are answered (default: the first address of --iface that "
+        "is not eipctl's, an IPv4 one if there is one)",
+    )
+    liveness_port: int = setting("9473", int_range(1, 65535), "UDP port of liveness replies")
+    liveness_key_file: str | None = setting(
+        None,
+        readable_file,
+        "file with the shared liveness key(s), one per line (the Secret eipctl-liveness)",
     )
     resync_interval: float = setting(
         "10s", positive_duration, "full comparison of claims and link, repairing drift"
@@ -175,11 +223,16 @@ class ControllerSettings(CommonSettings):
     )
 
     def check(self) -> None:
-        """A heartbeat slower than the timeout would fence a healthy node."""
-        if self.heartbeat_interval >= self.node_timeout:
+        """An API check slower than the timeout would fence a healthy node."""
+        if self.liveness_key_file is None:
             raise ValueError(
-                f"--heartbeat-interval ({self.heartbeat_interval}s) must be shorter than "
-                f"--node-timeout ({self.node_timeout}s)"
+                "--liveness-key-file is required: liveness probes are authenticated "
+                "(docs/liveness.md, the Secret eipctl-liveness)"
+            )
+        if self.api_check_interval * 2 > self.node_timeout:
+            raise ValueError(
+                f"--api-check-interval ({self.api_check_interval}s) must be at most half "
+                f"--node-timeout ({self.node_timeout}s): one slow read is no partition"
             )
         if self.address_lifetime <= self.node_timeout:
             raise ValueError(
@@ -190,7 +243,7 @@ class ControllerSettings(CommonSettings):
 
 @dataclass(frozen=True)
 class SandboxSettings:
-    nodes: int = setting("3", int_range(1, 200), "simulated nodes")
+    nodes: int = setting("3", int_range(1, 1000), "simulated nodes")
     services: int = setting("3", int_range(0, 1000), "demo Services annotated external-ip: auto")
     pool_cidr: str = setting("203.0.113.0/24", parse_text, "CIDR of the default pool")
     netns: bool = setting("false", parse_bool, "real network namespaces instead of in-memory links")

@@ -53,9 +53,16 @@ def why_unavailable() -> str | None:
     return None
 
 
-def sh(*args: str, check: bool = True) -> str:
-    """Run a command (no shell); stderr is included in the error."""
-    proc = subprocess.run(args, capture_output=True, text=True, check=False, timeout=30)
+def nft_unavailable() -> str | None:
+    """Why nftables rules cannot be made here (the bed's `cut_liveness`), or None."""
+    return None if shutil.which("nft") is not None else "needs nftables' `nft` binary"
+
+
+def sh(*args: str, check: bool = True, stdin: str | None = None) -> str:
+    """Run a command (no shell), `stdin` fed to it; stderr is included in the error."""
+    proc = subprocess.run(
+        args, input=stdin, capture_output=True, text=True, check=False, timeout=30
+    )
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout
@@ -105,8 +112,8 @@ class Namespace:
         """``ip -n <ns> <args>``, e.g. ``ns.ip("-4 addr show dev ea0")``."""
         return sh("ip", "-n", self.name, *args.split(), check=check)
 
-    def exec(self, *args: str, check: bool = True) -> str:
-        return sh("ip", "netns", "exec", self.name, *args, check=check)
+    def exec(self, *args: str, check: bool = True, stdin: str | None = None) -> str:
+        return sh("ip", "netns", "exec", self.name, *args, check=check, stdin=stdin)
 
     def sysctl(self, key: str, value: str | int) -> None:
         self.exec("sysctl", "-qw", f"{key}={value}")
@@ -119,12 +126,18 @@ class Namespace:
         return bytes.fromhex(m.group(1).replace(":", ""))
 
 
+def new_run_id(prefix: str = PREFIX) -> str:
+    """``<prefix><our pid>-<n>``: unique in this process, recognisable after it died."""
+    return f"{prefix}{os.getpid()}-{next(_counter)}"
+
+
 @dataclass
 class NamespaceSet:
     """Owns namespaces; deleting a namespace deletes its links, so teardown is one loop."""
 
-    run_id: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{next(_counter)}")
+    run_id: str = field(default_factory=new_run_id)
     namespaces: list[Namespace] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __enter__(self) -> NamespaceSet:
         reap_leftovers()
@@ -144,11 +157,21 @@ class NamespaceSet:
         if errors:
             raise RuntimeError("; ".join(errors))
 
+    def remove(self, ns: Namespace) -> None:
+        """Kill what runs in `ns`, then delete it (with its links and addresses)."""
+        with self._lock:
+            if ns in self.namespaces:
+                self.namespaces.remove(ns)
+        kill_pids_in(ns.name)
+        sh("ip", "netns", "del", ns.name)
+
     def namespace(self, tag: str, *, ipv6_dad: bool = False) -> Namespace:
-        """A new namespace with lo up. DAD off by default so test links are usable at once."""
+        """A new namespace with lo up. DAD off by default so test links are usable at once.
+        Safe to call from several threads at once."""
         ns = Namespace(f"{self.run_id}-{tag}")
         sh("ip", "netns", "add", ns.name)
-        self.namespaces.append(ns)
+        with self._lock:
+            self.namespaces.append(ns)
         ns.ip("link set lo up")
         if not ipv6_dad:
             ns.sysctl("net.ipv6.conf.all.accept_dad", 0)

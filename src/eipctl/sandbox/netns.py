@@ -1,24 +1,32 @@
 """`eipctl sandbox --netns` (root): nodes as Linux network namespaces, controllers for real.
 
-    switch ns  [ br0 ]--- p-node-1 ~~ eth0 [node-1 ns]  198.51.100.11/24
-                  `------ p-node-2 ~~ eth0 [node-2 ns]  198.51.100.12/24
+The topology is the e2e test bed's (`eipctl.sandbox.testbed.network.Network`, docs/testbed.md),
+without its client and without admin addresses:
 
-Each node runs the real `eipctl controller` (netlink, gratuitous ARP) as a child process in
-its namespace (`ip netns exec`). It reaches the API through a relay: a socket listening on
-127.0.0.1:6443 *inside* the node's namespace, served by the sandbox's loop, that forwards to
-the emulator in the host namespace. Nothing is created in the host namespace; namespaces are
-named ``eipsbx-<sandbox pid>-...`` and those of dead sandboxes are removed at start.
+    switch ns  [ br0 ]--- n1 ~~ eth0 [node-1 ns]   198.51.100.11/24  2001:db8:1::11/64
+                  |------ n2 ~~ eth0 [node-2 ns]   198.51.100.12/24  2001:db8:1::12/64
+                  `------ ct ~~ eth0 [control ns]  198.51.100.3/24   2001:db8:1::3/64
+
+Each node runs the real `eipctl controller` (netlink, gratuitous ARP, the liveness responder
+on its 198.51.100.x, UDP 9473) as a child process in its namespace (`ip netns exec`). The
+scheduler belongs in the control namespace (`adopt_scheduler`): from there it probes every
+controller over UDP on the node network (docs/liveness.md). Controllers and scheduler share
+the sandbox's liveness key (``<state dir>/liveness.key``).
+
+Every namespace reaches the API through a relay: a socket listening on 127.0.0.1:6443
+*inside* the namespace, served by the sandbox's loop, that forwards to the emulator in the
+host namespace; one kubeconfig (``node.kubeconfig``) serves them all. Nothing is created in
+the host namespace; namespaces are named ``eipsbx-<sandbox pid>-...`` and those of dead
+sandboxes are removed at start.
 
 Killing a node is pulling its plug: the controller gets SIGKILL, the relay closes, and the
-namespace is deleted with its link and every address on it. Reviving builds it again.
+namespace is deleted with its link and every address on it. Reviving builds it again (same
+addresses, same MAC).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import json
-import os
 from pathlib import Path
 
 import structlog
@@ -29,13 +37,14 @@ from eipctl.sandbox.children import Child
 from eipctl.sandbox.namespaces import reap_leftovers, why_unavailable
 from eipctl.sandbox.nodes import NodeError, NodeState, NodeStatus
 from eipctl.sandbox.relay import NODE_API_PORT, ApiRelay
+from eipctl.sandbox.testbed.network import LINK, Network, NodeNet
 
 log = structlog.get_logger(__name__)
 
 PREFIX = "eipsbx-"
-LINK = "eth0"
-NODE_NET = ipaddress.ip_network("198.51.100.0/24")
 RELAY_PORT = NODE_API_PORT
+LIVENESS_KEY = "liveness.key"
+"""The sandbox's liveness key file in its state directory (written by the session)."""
 
 
 def unavailable() -> str | None:
@@ -44,18 +53,8 @@ def unavailable() -> str | None:
     return None if reason is None else f"--netns {reason}"
 
 
-async def ip(*args: str, check: bool = True) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        "ip", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await proc.communicate()
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {err.decode().strip()}")
-    return out.decode()
-
-
 def write_node_kubeconfig(server: ApiServer, path: Path) -> None:
-    """The kubeconfig the nodes' controllers use: the API through their relay."""
+    """The kubeconfig of the processes in namespaces: the API through their relay."""
     config = server.kubeconfig()
     for cluster in config["clusters"]:
         cluster["cluster"]["server"] = f"http://127.0.0.1:{RELAY_PORT}"
@@ -73,10 +72,10 @@ class NetnsNode:
         self.fleet = fleet
         self.name = name
         self.index = index
-        self.ns = f"{fleet.prefix}{name}"
         self.state = NodeState.KILLED
         self.boots = 0
         self.cached_addresses: list[str] = []
+        self.net: NodeNet | None = None
         self._relay: ApiRelay | None = None
         self._child: Child | None = None
         self._task: asyncio.Task[None] | None = None
@@ -88,17 +87,11 @@ class NetnsNode:
 
     async def addresses(self) -> list[str]:
         """Addresses on eth0 other than the node's own (the managed ones)."""
-        if self.state is not NodeState.UP:
+        net = self.net
+        if self.state is not NodeState.UP or net is None:
             return []
-        out = await ip("-n", self.ns, "-j", "addr", "show", "dev", LINK, check=False)
-        own = str(NODE_NET[10 + self.index])
-        found = []
-        for link in json.loads(out or "[]"):
-            for a in link.get("addr_info") or []:
-                if a.get("scope") == "global" and a.get("local") != own:
-                    found.append(str(a["local"]))
-        self.cached_addresses = found
-        return found
+        self.cached_addresses = await asyncio.to_thread(net.held_addresses)
+        return self.cached_addresses
 
     async def status(self) -> NodeStatus:
         return NodeStatus(self.name, self.state, await self.addresses(), self.boots, self.mac)
@@ -118,31 +111,26 @@ class NetnsNode:
             return held
 
     async def _plug_in(self) -> None:
-        f, ns, port = self.fleet, self.ns, f"p-{self.name}"[:15]
-        await ip("netns", "add", ns)
-        await ip("-n", ns, "link", "set", "lo", "up")
-        await ip(
-            "-n", ns, "link", "add", LINK, "type", "veth", "peer", "name", port, "netns", f.switch
+        f = self.fleet
+        self.net = net = await asyncio.to_thread(
+            f.network.add_node, self.index, self.name, self.mac
         )
-        await ip("-n", ns, "link", "set", LINK, "address", self.mac)
-        await ip("-n", ns, "addr", "add", f"{NODE_NET[10 + self.index]}/24", "dev", LINK)
-        await ip("-n", ns, "link", "set", LINK, "up")
-        await ip("-n", f.switch, "link", "set", port, "master", "br0", "up")
-        self._relay = ApiRelay(ns, f.upstream)
+        self._relay = ApiRelay(net.ns.name, f.upstream)
         await self._relay.start()
         argv = ["controller", "--node-name", self.name, "--iface", LINK, "--kubeconfig"]
         argv += [str(f.node_kubeconfig), "--metrics-bind-address", "0"]
         argv += ["--health-probe-bind-address", "0", "--log-level", f.log_level]
+        argv += ["--liveness-key-file", str(f.liveness_key_file), "--liveness-address", net.ip4]
         self._child = Child(
             f"controller-{self.name}",
             argv,
             f.state_dir / f"controller-{self.name}.log",
-            prefix=["ip", "netns", "exec", ns],
+            prefix=["ip", "netns", "exec", net.ns.name],
         )
         self._task = asyncio.create_task(self._child.supervise(), name=f"node-{self.name}")
         self.state = NodeState.UP
         self.boots += 1
-        log.info("node.booted", node=self.name, netns=ns, boots=self.boots)
+        log.info("node.booted", node=self.name, netns=net.ns.name, boots=self.boots)
 
     async def _pull_plug(self) -> None:
         self.state = NodeState.KILLED
@@ -156,13 +144,16 @@ class NetnsNode:
         if self._relay is not None:
             await self._relay.stop()
             self._relay = None
-        await ip("netns", "del", self.ns, check=False)
+        net, self.net = self.net, None
+        if net is not None:
+            await asyncio.to_thread(self.fleet.network.remove_node, self.name)
         self.cached_addresses = []
-        log.info("node.killed", node=self.name, netns=self.ns)
+        log.info("node.killed", node=self.name, netns=net.ns.name if net else None)
 
 
 class NetnsFleet:
-    """The namespaced nodes and their switch. `start` builds, `stop` removes everything."""
+    """The namespaced nodes, their switch and the control namespace. `start` builds, `stop`
+    removes everything (also what a failed `start` made)."""
 
     def __init__(
         self,
@@ -171,14 +162,34 @@ class NetnsFleet:
         state_dir: Path,
         upstream: tuple[str, int],
         log_level: str,
+        liveness_key_file: Path | None = None,
     ) -> None:
-        self.prefix = f"{PREFIX}{os.getpid()}-"
-        self.switch = f"{self.prefix}sw"
+        self.network = Network(0, prefix=PREFIX, client=False, admin_addresses=False)
         self.state_dir = state_dir
         self.node_kubeconfig = state_dir / "node.kubeconfig"
+        self.liveness_key_file = liveness_key_file or state_dir / LIVENESS_KEY
         self.upstream = upstream
         self.log_level = log_level
         self.nodes = {n: NetnsNode(self, n, i) for i, n in enumerate(names, start=1)}
+        self._control_relay: ApiRelay | None = None
+
+    @property
+    def control_netns(self) -> str:
+        """Where the scheduler runs (the name is fixed before `start` makes it)."""
+        return self.network.control_name
+
+    def adopt_scheduler(self, child: Child) -> None:
+        """Run `child` (the sandbox's `eipctl scheduler`) in the control namespace, on the
+        node network, with the API through the control namespace's relay. Call it before
+        the child starts; `start` must have run by then (the session starts its children
+        after the fleet)."""
+        child.prefix = ["ip", "netns", "exec", self.control_netns]
+        argv = list(child.argv)
+        if "--kubeconfig" in argv:
+            argv[argv.index("--kubeconfig") + 1] = str(self.node_kubeconfig)
+        else:
+            argv += ["--kubeconfig", str(self.node_kubeconfig)]
+        child.argv = argv
 
     def get(self, name: str) -> NetnsNode:
         try:
@@ -190,9 +201,10 @@ class NetnsFleet:
         removed = await remove_leftovers()
         if removed:
             log.info("netns.leftovers.removed", namespaces=removed)
-        await ip("netns", "add", self.switch)
-        await ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-        await ip("-n", self.switch, "link", "set", "br0", "up")
+        await asyncio.to_thread(self.network.build)  # switch and control namespace
+        assert self.network.control is not None
+        self._control_relay = ApiRelay(self.network.control.name, self.upstream)
+        await self._control_relay.start()
         await asyncio.gather(*(node.revive() for node in self.nodes.values()))
 
     def holder_of(self, ip_text: str) -> str | None:
@@ -207,4 +219,7 @@ class NetnsFleet:
     async def stop(self) -> None:
         up = [n for n in self.nodes.values() if n.state is NodeState.UP]
         await asyncio.gather(*(n.kill() for n in up), return_exceptions=True)
-        await ip("netns", "del", self.switch, check=False)
+        relay, self._control_relay = self._control_relay, None
+        if relay is not None:
+            await relay.stop()
+        await asyncio.to_thread(self.network.close)  # whatever is left, the control ns too

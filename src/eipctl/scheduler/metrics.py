@@ -27,11 +27,17 @@ PLACEMENT_PASS_SECONDS = Histogram(
 )
 LIVE_NODES = Gauge(
     "eipctl_scheduler_live_nodes",
-    "IpNodes whose heartbeat is changing, as this replica sees them.",
+    "IpNodes this replica judges live (they answer its liveness probes).",
     registry=REGISTRY,
 )
 KNOWN_NODES = Gauge(
     "eipctl_scheduler_known_nodes", "IpNodes this replica knows of.", registry=REGISTRY
+)
+LIVENESS_STALLED = Gauge(
+    "eipctl_scheduler_liveness_stalled",
+    "1 while every node has gone silent at once for this replica (its own network, or UDP "
+    "blocked): nobody is declared dead meanwhile.",
+    registry=REGISTRY,
 )
 CLAIMS = Gauge(
     "eipctl_claims",
@@ -39,9 +45,9 @@ CLAIMS = Gauge(
     ["phase"],
     registry=REGISTRY,
 )
-NODE_HEARTBEAT_AGE = Gauge(
-    "eipctl_node_heartbeat_age_seconds",
-    "Seconds since an IpNode's heartbeat counter last changed, on this replica's clock.",
+NODE_SILENCE = Gauge(
+    "eipctl_node_silence_seconds",
+    "Seconds since this replica last heard an IpNode (a liveness reply), on its own clock.",
     ["node"],
     registry=REGISTRY,
 )
@@ -75,6 +81,6 @@ def clear_claim_phases() -> None:
 
 
 def forget_node(node: str) -> None:
-    """The IpNode was deleted: drop its heartbeat age series."""
+    """The IpNode was deleted: drop its silence series."""
     with contextlib.suppress(KeyError):
-        NODE_HEARTBEAT_AGE.remove(node)
+        NODE_SILENCE.remove(node)

@@ -1,14 +1,17 @@
-"""IpNode heartbeats on this replica's own clock: which nodes are live, and since when dead.
+"""Which nodes are live, on this replica's own clock, from the liveness path.
 
-Runs on every replica, leader or not (a manager runnable), so a standby that takes the Lease
+Runs on every replica, leader or not (manager runnables), so a standby that takes the Lease
 already knows which nodes are dead and acts at once. `observe` is the IpNodes informer
-handler; `run` wakes when a node could turn dead, logs every death and return, and asks for
-a placement pass (`kick`) when one happens.
+handler: it keeps the prober's targets (each IpNode's spec.livenessAddress/livenessPort),
+introduces new nodes, and passes on restart graces. `heard` is the prober's reply handler.
+`run` wakes when a node could turn dead, logs every death and return, and asks for a
+placement pass (`kick`) when one happens. docs/liveness.md has the whole model.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 
 import structlog
@@ -16,10 +19,19 @@ import structlog
 from eipctl.core.fields import Obj, ResourceError, labels_of, name_of
 from eipctl.core.ipnode import HEARTBEAT, IpNode
 from eipctl.core.liveness import Liveness
+from eipctl.core.liveness_wire import Flag
 from eipctl.scheduler import metrics
-from eipctl.scheduler.metrics import KNOWN_NODES, LIVE_NODES, NODE_HEARTBEAT_AGE
+from eipctl.scheduler.metrics import KNOWN_NODES, LIVE_NODES, LIVENESS_STALLED, NODE_SILENCE
 
 log = structlog.get_logger(__name__)
+
+HEARTBEAT_TIMEOUT = 0.75
+"""The node timeout of the heartbeat design (200 ms beats), kept for the controllers judged by
+their counter (no liveness endpoint: an older version during an upgrade), so that an upgrade
+of the schedulers first does not judge them against a timeout of two beats."""
+
+Targets = Callable[[dict[str, tuple[str, int]]], None]
+"""Where to probe: node -> (address, port) (`net.liveness.LivenessProber.set_targets`)."""
 
 
 class NodeWatch:
@@ -31,39 +43,89 @@ class NodeWatch:
         kick: Callable[[], None],
         leading: Callable[[], bool],
         identity: str,
+        set_targets: Targets,
     ) -> None:
         self.liveness = liveness
         self.clock = clock
         self.kick = kick
         """Ask for a placement pass (dropped while standing by)."""
         self.leading = leading
+        self.set_targets = set_targets
         self.dead_since: dict[str, float] = {}
         """When this replica declared each dead node dead (failover duration starts there)."""
+        self._targets: dict[str, tuple[str, int]] = {}
+        self._heartbeats: dict[str, int | None] = {}
+        """Last API heartbeat counter seen per node: a restart grace counts once, with it."""
+        self._replies = itertools.count(1)
         self._log = log.bind(identity=identity)
 
+    # --- inputs ---------------------------------------------------------------------------
+    def heard(self, node: str, flags: Flag) -> None:
+        """An authenticated, fresh liveness reply (the prober accepts each reply once)."""
+        now = self.clock()
+        was_live = self.liveness.is_live(node, now)
+        if flags & Flag.FENCED:
+            self.liveness.fence(node, now)
+            if was_live:
+                self._log.info("node.fenced_reply", node=node, leader=self.leading())
+                self.kick()
+            return
+        self.liveness.observe(node, ("reply", next(self._replies)), now)
+        if not was_live:
+            self.kick()
+
     def observe(self, old: Obj | None, new: Obj | None) -> None:
-        """An IpNode changed: a heartbeat, a restart grace, labels, or it is gone."""
+        """An IpNode changed: its liveness endpoint, a restart grace, labels, or it is gone."""
         now = self.clock()
         name = name_of(new or old or {})
         if new is None:
             self.liveness.forget(name)
             self.dead_since.pop(name, None)
+            self._heartbeats.pop(name, None)
+            if self._targets.pop(name, None) is not None:
+                self.set_targets(dict(self._targets))
             metrics.forget_node(name)
             self.kick()
             return
         was_live = self.liveness.is_live(name, now)
-        heartbeat, grace = _heartbeat_and_grace(new)
-        self.liveness.observe(name, heartbeat, now, grace=grace)
+        try:
+            ipnode: IpNode | None = IpNode.from_dict(new)
+        except ResourceError:
+            ipnode = None  # the CRD's schema refuses such an object: no endpoint, no grace
+        endpoint = ipnode.spec.liveness_endpoint if ipnode else None
+        self._target(name, endpoint)
+        self.liveness.introduce(name, now)
+        written = (new.get("status") or {}).get(HEARTBEAT) is not None
+        heartbeat = ipnode.status.heartbeat if ipnode is not None and written else None
+        if heartbeat != self._heartbeats.get(name, None) or name not in self._heartbeats:
+            self._heartbeats[name] = heartbeat
+            grace = ipnode.status.restart_grace if ipnode else 0.0
+            if grace > 0:  # a controller stopping for a restart said so with this heartbeat
+                self.liveness.observe(name, ("grace", heartbeat), now, grace=grace)
+                self._log.info("node.restart_grace", node=name, grace=grace)
+            elif endpoint is None and heartbeat is not None:
+                # no liveness path (a controller from before it): its counter is its sign
+                self.liveness.observe(name, ("heartbeat", heartbeat), now, HEARTBEAT_TIMEOUT)
         relabelled = old is not None and labels_of(old) != labels_of(new)
         if not was_live or relabelled:
             self.kick()
 
+    def _target(self, name: str, endpoint: tuple[str, int] | None) -> None:
+        if self._targets.get(name) == endpoint:
+            return
+        if endpoint is None:
+            self._targets.pop(name, None)
+        else:
+            self._targets[name] = endpoint
+        self.set_targets(dict(self._targets))
+
+    # --- the judge's clock ------------------------------------------------------------------
     async def run(self) -> None:
         """Log every death and return once, and start a placement pass when one happens.
 
-        Sleeps until the earliest moment a node could turn dead; a node seen later always
-        has a later deadline, so nothing is missed. While every heartbeat has stalled (our
-        watch is stale: see `core.liveness`), it polls, and says so once.
+        Sleeps until the earliest moment a node could turn dead; a node heard later always
+        has a later deadline, so nothing is missed. While every node has gone silent (our
+        view is stale: see `core.liveness`), it polls, and says so once.
         """
         stalled = False
         while True:
@@ -74,10 +136,11 @@ class NodeWatch:
                     self.dead_since.pop(t.node, None)
                 else:
                     self.dead_since.setdefault(t.node, now)
-                age = self.liveness.heartbeat_age(t.node, now)
+                silence = self.liveness.silence(t.node, now)
                 seen = {
                     "node": t.node,
-                    "heartbeat_age": None if age is None else round(age, 3),
+                    "silence": None if silence is None else round(silence, 3),
+                    "fenced": self.liveness.is_fenced(t.node),
                     "leader": self.leading(),
                 }
                 if t.live:
@@ -85,45 +148,31 @@ class NodeWatch:
                 else:
                     self._log.info("node.dead", **seen)
             for node in [n for n in self.dead_since if self.liveness.is_live(n, now)]:
-                del self.dead_since[node]  # e.g. a pass saw it dead, then it beat again
+                del self.dead_since[node]  # e.g. a pass saw it dead, then it replied again
             if changes:
                 self.kick()
                 LIVE_NODES.set(len(self.liveness.live(now)))
             known = self.liveness.known()
             KNOWN_NODES.set(len(known))
             for node in known:
-                age = self.liveness.heartbeat_age(node, now)
-                if age is not None:
-                    NODE_HEARTBEAT_AGE.labels(node).set(age)
+                silence = self.liveness.silence(node, now)
+                if silence is not None:
+                    NODE_SILENCE.labels(node).set(silence)
             suspects = self.liveness.suspects(now)
             if bool(suspects) != stalled:
                 stalled = bool(suspects)
+                LIVENESS_STALLED.set(1 if stalled else 0)
                 if stalled:
                     self._log.warning(
-                        "heartbeats.stalled",
+                        "liveness.stalled",
                         silent=len(suspects),
-                        why="every heartbeat stopped at once: our view may be stale, "
-                        "so no node is declared dead until heartbeats flow again",
+                        why="every node went silent at once: our view may be stale, "
+                        "so no node is declared dead until replies flow again",
                     )
                 else:
-                    self._log.info("heartbeats.flowing")
+                    self._log.info("liveness.flowing")
             deadline = self.liveness.next_death(now)
             delay = self.liveness.timeout if deadline is None else deadline - now
             if stalled:
                 delay = min(delay, self.liveness.timeout / 10)
             await asyncio.sleep(max(delay, 0.0) + 0.001)
-
-
-def _heartbeat_and_grace(obj: Obj) -> tuple[int | None, float]:
-    """An IpNode's heartbeat and announced restart grace (0: none).
-
-    The heartbeat is None until the controller has written one: the typed status reads a
-    missing counter as 0, and a 0 written after none must count as a change. A status that
-    does not parse (the CRD's schema refuses one) has no heartbeat and no grace.
-    """
-    try:
-        status = IpNode.from_dict(obj).status
-    except ResourceError:
-        return None, 0.0
-    written = (obj.get("status") or {}).get(HEARTBEAT) is not None
-    return (status.heartbeat if written else None), status.restart_grace

@@ -333,7 +333,7 @@ class Placer:
         if d.reason is Reason.UNPLACED:
             return f"placed on {d.to_node}"
         why = {
-            Reason.NODE_DEAD: f"node {d.from_node} is dead (no heartbeat change for "
+            Reason.NODE_DEAD: f"node {d.from_node} is dead (no liveness reply for "
             f"{self.liveness.timeout:g}s)",
             Reason.NODE_GONE: f"IpNode {d.from_node} is gone",
             Reason.NODE_INELIGIBLE: f"pool no longer admits node {d.from_node}",

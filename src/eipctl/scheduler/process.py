@@ -1,11 +1,13 @@
 """`eipctl scheduler`: keeps one IpClaim per external IP in use and places claims on live nodes.
 
 Wired on `kube.manager.Manager`. Every replica, leader or not, runs the informers (IpClaims,
-IpNodes, IpClaimPools, Services) and the `NodeWatch`, which tracks IpNode heartbeats on its
-own clock, so a standby that takes the Lease already knows which nodes are dead and acts at
-once. Only the Lease holder runs a term: the `Placer` and the `ServiceClaims` behind the
-work queue (keys in `scheduler.keys`), started with a full reconcile of every claim and
-every Service IP (which heals whatever happened while no scheduler was leading).
+IpNodes, IpClaimPools, Services), the liveness prober (authenticated UDP to every node's
+controller, `net.liveness`) and the `NodeWatch`, which judges the replies on its own clock,
+so a standby that takes the Lease already knows which nodes are dead and acts at once. Only
+the Lease holder runs a term: the `NodeConditions` (Live on each IpNode), the `Placer` and
+the `ServiceClaims` behind the work queue (keys in `scheduler.keys`), started with a full
+reconcile of every claim and every Service IP (which heals whatever happened while no
+scheduler was leading).
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ import structlog
 
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
+from eipctl.core.liveness_wire import Keyring
 from eipctl.core.placement import Policy
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, IPNODES, SERVICES, KubeApi, object_key
 from eipctl.kube.leader import LeaderElector, LeaseApi
 from eipctl.kube.manager import Component, LeaderTerm, Manager, clients
 from eipctl.kube.workqueue import Handler, Result, requeue_after
+from eipctl.net.liveness import LivenessProber, read_keyring
 from eipctl.runtime.config import SchedulerSettings
 from eipctl.runtime.health import Health
 from eipctl.scheduler import claims as c
 from eipctl.scheduler import metrics
 from eipctl.scheduler.keys import Pass, SchedulerKey, ServiceIpKey
+from eipctl.scheduler.node_conditions import NodeConditions
 from eipctl.scheduler.node_watch import NodeWatch
 from eipctl.scheduler.placing import Placer
 from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
@@ -43,8 +48,9 @@ MANAGED = Component(metrics.COMPONENT, LEASE_NAME, EVENT_SOURCE)
 
 async def run(settings: SchedulerSettings, *, health: Health, stop: asyncio.Event) -> None:
     """The process: connect, watch, contend for the Lease, schedule while leading, until stop."""
+    keyring = read_keyring(settings.liveness_key_file) if settings.liveness_key_file else None
     async with clients(settings.kubeconfig) as conn:
-        scheduler = Scheduler(conn.api, settings, lease_api=conn.lease_api)
+        scheduler = Scheduler(conn.api, settings, lease_api=conn.lease_api, keyring=keyring)
         await scheduler.run(health=health, stop=stop)
 
 
@@ -58,7 +64,10 @@ class Scheduler:
         *,
         lease_api: LeaseApi | None = None,
         clock: Callable[[], float] | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
+        """``keyring``: the liveness key (None: no prober; only nodes without a liveness
+        endpoint, judged by their heartbeat counter, can be live: unit tests, upgrades)."""
         self.api = api
         self.settings = settings
         self._clock = clock
@@ -70,22 +79,41 @@ class Scheduler:
         self.pools = m.informer(IPCLAIMPOOLS)
         self.services = m.informer(SERVICES)
         self.liveness = Liveness(settings.node_timeout)
+        self.prober: LivenessProber | None = None
         self.node_watch = NodeWatch(
             self.liveness,
             clock=self.now,
             kick=lambda: m.enqueue(Pass.PLACE),
             leading=lambda: m.leading,
             identity=settings.identity,
+            set_targets=self._set_targets,
         )
+        if keyring is not None:
+            self.prober = LivenessProber(
+                keyring, interval=settings.liveness_interval, on_reply=self.node_watch.heard
+            )
+            m.add_runnable("liveness-prober", self._probe)
         self.dead_since = self.node_watch.dead_since
         self.index = ServiceIndex()
         self.placer: Placer | None = None
+        self.node_conditions: NodeConditions | None = None
         self._passes_before = 0
         self.claims.add_change_handler(self._on_claim_change)
         self.nodes.add_change_handler(self.node_watch.observe)
         self.pools.add_change_handler(self._on_pool_change)
         self.services.add_change_handler(self._on_service_change)
         m.add_runnable("liveness-watcher", self.node_watch.run)
+
+    def _set_targets(self, targets: dict[str, tuple[str, int]]) -> None:
+        if self.prober is not None:
+            self.prober.set_targets(targets)
+
+    async def _probe(self) -> None:
+        assert self.prober is not None
+        try:
+            await self.prober.run()
+        finally:
+            self.prober.close()
 
     def now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
@@ -128,6 +156,7 @@ class Scheduler:
             kick=lambda delay: queue.add_after(Pass.PLACE, delay),
             dead_since=self.dead_since,
         )
+        conditions = NodeConditions(self.nodes, self.liveness, term.writer, clock=self.now)
         service_claims = ServiceClaims(
             index=self.index,
             claims=self.claims,
@@ -144,8 +173,10 @@ class Scheduler:
         async def handle(key: SchedulerKey) -> Result:
             match key:
                 case Pass.PLACE:
+                    await conditions.sync()  # Live before moves: see node_conditions
                     return await placer.reconcile()
                 case Pass.REBALANCE:
+                    await conditions.sync()
                     result = await placer.reconcile(rebalance_moves=s.rebalance_max_moves)
                     return result if result.error else requeue_after(s.rebalance_interval)
                 case ServiceIpKey(claim):
@@ -159,6 +190,7 @@ class Scheduler:
         if s.rebalance and Policy(s.policy) is Policy.SPREAD:
             queue.add_after(Pass.REBALANCE, s.rebalance_interval)
         self.placer = placer
+        self.node_conditions = conditions
         log.info(
             "scheduler.leading",
             identity=s.identity,
@@ -169,6 +201,9 @@ class Scheduler:
         return handle
 
     async def end_term(self, term: LeaderTerm[SchedulerKey]) -> None:
+        if self.node_conditions is not None:
+            await self.node_conditions.close()
+            self.node_conditions = None
         if self.placer is not None:
             await self.placer.close()
             self._passes_before += self.placer.passes

@@ -5,8 +5,8 @@ place; every Service the claim lists (``spec.services``, "namespace/name": the a
 claims and the scheduler's own claims for hand-set IPs both list theirs) gets one Event:
 
 - ``IPPlaced`` (Normal): ``203.0.113.4 placed on node-2``
-- ``IPMoved`` (Normal): ``203.0.113.4 now on node-2: node-1 lost (heartbeat stopped)``
-- ``NoLiveNode`` (Warning): ``203.0.113.4 cannot move: node-1 lost (heartbeat stopped), and
+- ``IPMoved`` (Normal): ``203.0.113.4 now on node-2: node-1 lost (no liveness reply)``
+- ``NoLiveNode`` (Warning): ``203.0.113.4 cannot move: node-1 lost (no liveness reply), and
   no other live node may hold it``
 
 The wording is pure (`placement_event`, `no_live_node_event`). `ServiceEvents` only looks the
@@ -61,7 +61,7 @@ def why(d: Decision, pool: str | None) -> str:
     """Why the claim left (or must leave) ``d.from_node``, worded for a person."""
     gone = d.from_node
     if d.reason is Reason.NODE_DEAD:
-        return f"{gone} lost (heartbeat stopped)"
+        return f"{gone} lost (no liveness reply)"
     if d.reason is Reason.NODE_GONE:
         return f"{gone} left the cluster (IpNode deleted)"
     if d.reason is Reason.NODE_INELIGIBLE:

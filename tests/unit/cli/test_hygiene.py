@@ -30,10 +30,18 @@ SETTINGS: dict[str, type] = {
 PORT_FLAGS = ("--metrics-bind-address", "--health-probe-bind-address")
 
 
+KEPT = "EIPCTL_LIVENESS_KEY_FILE"
+"""Set by conftest.py for every test: the key the liveness path requires."""
+
+
+def _foreign(key: str) -> bool:
+    return key.startswith("EIPCTL_") and key != KEPT
+
+
 @pytest.fixture(autouse=True)
 def _no_eipctl_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
-        if key.startswith("EIPCTL_"):
+        if _foreign(key):
             monkeypatch.delenv(key)
 
 
@@ -43,7 +51,7 @@ def settings_of(command: str, *argv: str) -> object:
 
 
 def run_eipctl(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EIPCTL_")}
+    env = {k: v for k, v in os.environ.items() if not _foreign(k)}
     return subprocess.run(
         [sys.executable, "-m", "eipctl", *argv],
         check=False,
@@ -203,7 +211,7 @@ def test_an_empty_key_or_section_leaves_the_defaults(tmp_path: Path) -> None:
     config = write_config(tmp_path, "node-timeout:\nscheduler:\n  # policy: all\n")
     settings = settings_of("scheduler", "--config", str(config))
     assert isinstance(settings, SchedulerSettings)
-    assert (settings.node_timeout, settings.policy) == (0.75, "spread")
+    assert (settings.node_timeout, settings.policy) == (0.4, "spread")
 
 
 def test_an_unknown_config_key_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = settings_for(["scheduler"], monkeypatch, {})
     assert isinstance(settings, SchedulerSettings)
     assert settings.policy == "spread"
-    assert settings.node_timeout == 0.75
+    assert settings.node_timeout == 0.4
     assert settings.lease_duration > settings.renew_deadline > settings.retry_period
 
 
@@ -81,10 +81,25 @@ def test_lease_settings_reach_the_elector(monkeypatch: pytest.MonkeyPatch) -> No
     )
 
 
-def test_controller_refuses_heartbeat_slower_than_timeout() -> None:
-    args = build_parser().parse_args(["controller", "--heartbeat-interval", "2s"])
-    with pytest.raises(SettingsError, match="heartbeat-interval"):
+def test_controller_refuses_api_checks_slower_than_half_the_timeout() -> None:
+    args = build_parser().parse_args(["controller", "--api-check-interval", "2s"])
+    with pytest.raises(SettingsError, match="api-check-interval"):
         build_settings(ControllerSettings, args, "controller")
+
+
+@pytest.mark.parametrize("command", ["controller", "scheduler"])
+def test_liveness_needs_a_key(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EIPCTL_LIVENESS_KEY_FILE")
+    args = build_parser().parse_args([command])
+    settings = ControllerSettings if command == "controller" else SchedulerSettings
+    with pytest.raises(SettingsError, match="--liveness-key-file is required"):
+        build_settings(settings, args, command)
+
+
+def test_scheduler_refuses_a_timeout_of_two_probe_intervals() -> None:
+    args = build_parser().parse_args(["scheduler", "--liveness-interval", "200ms"])
+    with pytest.raises(SettingsError, match="more than twice"):
+        build_settings(SchedulerSettings, args, "scheduler")
 
 
 @pytest.mark.parametrize(
@@ -119,7 +134,7 @@ def test_each_command_shows_only_its_own_flags() -> None:
     assert "--iface" in helps["controller"] and "--iface" not in helps["scheduler"]
     assert "--purge-on-pool-delete" in helps["allocator"]
     assert "--nodes" in helps["sandbox"]
-    assert "(default: '750ms'; env EIPCTL_NODE_TIMEOUT)" in " ".join(helps["scheduler"].split())
+    assert "(default: '400ms'; env EIPCTL_NODE_TIMEOUT)" in " ".join(helps["scheduler"].split())
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

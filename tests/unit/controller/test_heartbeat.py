@@ -6,6 +6,8 @@ import asyncio
 import time
 from typing import Any
 
+from heartbeat_patches import without_time
+
 from eipctl.controller.heartbeat import Heartbeat
 from eipctl.core.fence import Fence, FenceTransition
 from eipctl.kube.client import Obj
@@ -28,7 +30,7 @@ class Api:
             exc, self.fail = self.fail, None
             raise exc
         assert kw.get("sub") == "status"
-        self.patches.append(patch)
+        self.patches.append(without_time(patch))
         return {}
 
 

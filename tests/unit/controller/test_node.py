@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import ipaddress
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,12 @@ import pytest
 import pytest_asyncio
 
 from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import EVENTS, IPCLAIMS, IPNODES, NODES, KubeApi, Obj
 from eipctl.metrics import REGISTRY
 from eipctl.net.frames import mac_to_str
+from eipctl.net.liveness import LivenessProber
 from eipctl.net.memory import MemoryLinkBackend, Segment
 from eipctl.sandbox.apiserver import ApiServer
 from polling import eventually
@@ -293,26 +296,35 @@ async def test_unknown_holder_is_not_fought_until_it_lets_go(bed: Bed) -> None:
     await eventually(lambda: condition("False"))
 
 
-async def test_dead_previous_holder_is_taken_over(bed: Bed) -> None:
+def live(value: str) -> Obj:
+    """An IpNode status patch: the scheduler's verdict on that node."""
+    condition = {
+        "type": "Live",
+        "status": value,
+        "reason": "Replying" if value == "True" else "NoReply",
+        "lastTransitionTime": "2026-12-01T10:00:00Z",
+    }
+    return {"status": {"heartbeat": 41, "conditions": [condition]}}
+
+
+async def test_a_previous_holder_declared_dead_is_replaced_without_probing(bed: Bed) -> None:
+    """The failover path: the scheduler declared node-old dead (Live=False) and moved the
+    claim here. Its kernel still answers (a hung node); we add at once, no probe, and our
+    announcements repoint the neighbours."""
     old = MemoryLinkBackend()
     old.create_link("eth0", segment=bed.segment)
-    await old.add("eth0", "203.0.113.7", 32, 60)  # a hung node's kernel still answers
+    await old.add("eth0", "203.0.113.7", 32, 60)
     await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
-    await bed.api.patch(IPNODES, "node-old", {"status": {"heartbeat": 41}}, sub="status")
+    await bed.api.patch(IPNODES, "node-old", live("False"), sub="status")
     controller = bed.start()
     await eventually(controller.ready)
+    skipped = REGISTRY.get_sample_value("eipctl_controller_probes_skipped_total") or 0.0
     await bed.claim("203.0.113.7")
     await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-old"})
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     await eventually(lambda: bed.on_link("203.0.113.7"))
-    # judged dead on our clock: its heartbeat did not change for node_timeout
-    assert loop.time() - started < FAST.node_timeout + 1.5
     assert bed.segment.announcements[-1][1] == bed.backend.mac_of("eth0")
-    taken = await eventually(lambda: events_about(bed, "TakenOver"))
-    assert taken[0]["type"] == "Normal"
-    assert taken[0]["involvedObject"]["name"] == claim_name_for("203.0.113.7")
-    assert "node-old" in taken[0]["message"]
+    assert REGISTRY.get_sample_value("eipctl_controller_probes_skipped_total") == skipped + 1
+    assert await events_about(bed, "TakenOver") == []  # nothing was seen answering: no probe
 
 
 async def test_live_previous_holder_is_waited_for(bed: Bed) -> None:
@@ -320,28 +332,15 @@ async def test_live_previous_holder_is_waited_for(bed: Bed) -> None:
     old.create_link("eth0", segment=bed.segment)
     await old.add("eth0", "203.0.113.7", 32, 60)
     await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
-    beats = 0
-
-    async def beat() -> None:
-        nonlocal beats
-        while True:
-            beats += 1
-            await bed.api.patch(IPNODES, "node-old", {"status": {"heartbeat": beats}}, sub="status")
-            await asyncio.sleep(0.05)
-
-    beating = asyncio.create_task(beat())
-    try:
-        controller = bed.start()
-        await eventually(controller.ready)
-        await bed.claim("203.0.113.7")
-        await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-old"})
-        await asyncio.sleep(FAST.node_timeout * 3)
-        assert not bed.on_link("203.0.113.7")
-    finally:
-        beating.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await beating
-    await eventually(lambda: bed.on_link("203.0.113.7"), timeout=5)  # once it stops beating
+    await bed.api.patch(IPNODES, "node-old", live("True"), sub="status")
+    controller = bed.start()
+    await eventually(controller.ready)
+    await bed.claim("203.0.113.7")
+    await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-old"})
+    await asyncio.sleep(1.5)  # probes, each answered: a few conflict retries
+    assert not bed.on_link("203.0.113.7")
+    await bed.api.patch(IPNODES, "node-old", live("False"), sub="status")
+    await eventually(lambda: bed.on_link("203.0.113.7"), timeout=5)  # once declared dead
 
 
 async def test_an_eipctl_node_still_answering_is_taken_over_at_once(bed: Bed) -> None:
@@ -482,3 +481,47 @@ async def test_node_label_changes_reach_the_ipnode_at_resync(bed: Bed) -> None:
         return bool(ipnode["metadata"].get("labels") == {"zone": "b"})
 
     await eventually(relabelled, timeout=FAST.resync_interval * 4)
+
+
+KEYRING = Keyring([b"a test key of 32 bytes, no more."])
+
+
+async def test_the_controller_answers_liveness_probes_at_the_endpoint_it_publishes(
+    bed: Bed,
+) -> None:
+    """Its IpNode names where it answers; a prober with the key hears it there, and hears
+    FENCED once it has fenced itself, and nothing once it stopped."""
+    settings = replace(FAST, liveness_address="127.0.0.1", liveness_port=0)
+    controller = bed.start(settings, keyring=KEYRING)
+    await eventually(controller.ready)
+    spec = (await bed.api.get(IPNODES, NODE))["spec"]
+    assert spec["livenessAddress"] == "127.0.0.1"
+    port = spec["livenessPort"]
+    assert isinstance(port, int) and port > 0
+    heard: list[Flag] = []
+    prober = LivenessProber(KEYRING, interval=0.05, on_reply=lambda node, flags: heard.append(flags))
+    prober.set_targets({NODE: ("127.0.0.1", port)})
+    probing = asyncio.create_task(prober.run())
+    try:
+        await eventually(lambda: Flag.NONE in heard or None)
+        bed.srv.faults.pause(FAST.node_timeout * 4)  # the API hangs: the node fences
+        await eventually(lambda: heard[-1] == Flag.FENCED or None)
+        await eventually(lambda: heard[-1] == Flag.NONE or None)  # restored after the pause
+        await bed.stop()
+        count = len(heard)
+        await asyncio.sleep(0.3)
+        assert len(heard) <= count + 1  # a reply in flight at most, then silence
+    finally:
+        probing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await probing
+        prober.close()
+
+
+async def test_without_a_liveness_address_the_links_own_address_is_used(bed: Bed) -> None:
+    """Not eipctl's, not a host route: the node's address on the node network."""
+    bed.backend.add_foreign("eth0", "127.0.0.1", 8)  # the node's own address
+    bed.backend.add_foreign("eth0", "127.0.0.2", 32)  # an administrator's host route
+    controller = bed.start(replace(FAST, liveness_port=0), keyring=KEYRING)
+    await eventually(controller.ready)
+    assert (await bed.api.get(IPNODES, NODE))["spec"]["livenessAddress"] == "127.0.0.1"

@@ -1,5 +1,5 @@
-"""controller/takeover.py: the previous holder judged like the scheduler judges it, on our
-clock, from a fresh read of its IpNode."""
+"""controller/takeover.py: the previous holder as the scheduler judged it (its IpNode's Live
+condition, read fresh), the probe skipped when the holder is declared dead."""
 
 from __future__ import annotations
 
@@ -21,36 +21,29 @@ IP = "203.0.113.7"
 MAC = b"\x02\x00\x00\x00\x00\x09"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Fakes:
     def __init__(self) -> None:
-        self.clock = Clock()
         self.answer: ProbeConflict | Exception | None = ProbeConflict(
             ipaddress.ip_address(IP), MAC, 0.01
         )
         self.holder: dict[str, Any] | None = None
+        self.holder_error: Exception | None = None
         self.owner: str | None = None
+        self.probes = 0
+        self.holder_reads = 0
         self.conflicts: list[tuple[str, str]] = []
         self.failures: list[str] = []
         self.takeover = Takeover(
             NODE,
-            node_timeout=1.0,
             prober=self.probe,
             mac_owner=self.mac_owner,
             holder_node=self.holder_node,
-            clock=self.clock,
             report_conflict=lambda claim, reason, message: self.conflicts.append((reason, message)),
             report_failure=lambda op, exc, **fields: self.failures.append(op),
         )
 
     async def probe(self, link: str, ip: Any, /) -> ProbeConflict | None:
+        self.probes += 1
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer
@@ -59,20 +52,31 @@ class Fakes:
         return self.owner
 
     async def holder_node(self, node: str) -> IpNode | None:
+        self.holder_reads += 1
+        if self.holder_error is not None:
+            raise self.holder_error
         return None if self.holder is None else IpNode.from_dict(self.holder)
 
-    def beat(self, heartbeat: int, grace: float | None = None) -> None:
-        status: dict[str, Any] = {"heartbeat": heartbeat}
-        if grace is not None:
-            status["restartGraceSeconds"] = grace
+    def judged(self, live: str | None, reason: str = "NoReply") -> None:
+        """The holder's IpNode with the scheduler's Live condition (None: no verdict yet)."""
+        status: dict[str, Any] = {"heartbeat": 5}
+        if live is not None:
+            status["conditions"] = [
+                {
+                    "type": "Live",
+                    "status": live,
+                    "reason": reason,
+                    "lastTransitionTime": "2026-12-01T10:00:00Z",
+                }
+            ]
         self.holder = {"metadata": {"name": "node-old"}, "status": status}
 
-    async def decide(self, *, shared: bool = False) -> ConflictDecision:
+    async def decide(self, *, shared: bool = False, bound: str = "node-old") -> ConflictDecision:
         claim = IpClaim.from_dict(
             {
                 "metadata": {"name": "203-0-113-7"},
                 "spec": {"ip": IP, "nodeName": NODE},
-                "status": {"phase": "Bound", "boundNode": "node-old"},
+                "status": {"phase": "Bound", "boundNode": bound} if bound else {},
             }
         )
         placed = PlacedClaim(claim.name, Address("eth0", ipaddress.ip_address(IP), 32), shared)
@@ -84,40 +88,55 @@ def f() -> Fakes:
     return Fakes()
 
 
-async def test_a_silent_holder_is_taken_over_after_the_node_timeout(f: Fakes) -> None:
-    f.beat(5)
-    assert await f.decide() is ConflictDecision.WAIT  # first sight: live
+async def test_a_holder_declared_dead_is_replaced_without_a_probe(f: Fakes) -> None:
+    """The failover path: the scheduler moved the claim off a dead node; no 200 ms probe."""
+    f.judged("False")
+    assert await f.decide() is ConflictDecision.ADD
+    assert f.probes == 0
+    assert f.conflicts == []
+
+
+async def test_a_live_holder_that_answers_is_waited_for(f: Fakes) -> None:
+    f.judged("True", reason="Replying")
+    assert await f.decide() is ConflictDecision.WAIT
+    assert f.probes == 1
     assert f.conflicts[-1][0] == "AddressInUse"
     assert "previous holder node-old is live" in f.conflicts[-1][1]
-    f.clock.now += 0.9
-    assert await f.decide() is ConflictDecision.WAIT
-    f.clock.now += 0.1
-    assert await f.decide() is ConflictDecision.TAKE_OVER  # no other node needed to judge
-    f.beat(6)
-    assert await f.decide() is ConflictDecision.WAIT  # it came back
+    f.judged("False")  # the scheduler declares it dead: the next retry adds
+    assert await f.decide() is ConflictDecision.ADD
 
 
-async def test_a_holder_without_an_ipnode_is_dead_and_forgotten(f: Fakes) -> None:
-    f.beat(5)
-    assert await f.decide() is ConflictDecision.WAIT
-    f.clock.now += 10.0
+async def test_a_holder_not_judged_yet_is_probed_and_an_answer_waited_for(f: Fakes) -> None:
+    for verdict in (None, "Unknown"):
+        f.judged(verdict)
+        assert await f.decide() is ConflictDecision.WAIT
+        assert "no previous holder is known" in f.conflicts[-1][1]
+    f.answer = None  # nobody answers: add
+    assert await f.decide() is ConflictDecision.ADD
+
+
+async def test_a_holder_without_an_ipnode_is_dead(f: Fakes) -> None:
     f.holder = None
-    assert await f.decide() is ConflictDecision.TAKE_OVER
-    f.beat(5)  # back with the same counter: first sight again, not "unchanged for 10 s"
-    assert await f.decide() is ConflictDecision.WAIT
+    assert await f.decide() is ConflictDecision.ADD
+    assert f.probes == 0
 
 
-async def test_a_holder_restarting_within_its_grace_is_waited_for(f: Fakes) -> None:
-    """The scheduler keeps the claim on a node announcing a restart grace; so does this."""
-    f.beat(8, grace=30.0)
-    assert await f.decide() is ConflictDecision.WAIT
-    f.clock.now += 29.9
-    assert await f.decide() is ConflictDecision.WAIT
-    f.clock.now += 0.1
-    assert await f.decide() is ConflictDecision.TAKE_OVER
+async def test_a_failed_holder_read_is_no_verdict(f: Fakes) -> None:
+    f.holder_error = TimeoutError()
+    assert await f.decide() is ConflictDecision.WAIT  # unknown: never taken over on a guess
+    assert f.probes == 1
 
 
-async def test_an_eipctl_mac_is_taken_over_without_judging_the_holder(f: Fakes) -> None:
+async def test_no_holder_read_without_another_previous_holder(f: Fakes) -> None:
+    f.answer = None
+    assert await f.decide(bound="") is ConflictDecision.ADD
+    assert await f.decide(bound=NODE) is ConflictDecision.ADD
+    assert f.holder_reads == 0
+    assert f.probes == 2
+
+
+async def test_an_eipctl_mac_is_taken_over_from_a_live_holder(f: Fakes) -> None:
+    f.judged("True", reason="Replying")
     f.owner = "node-old"
     assert await f.decide() is ConflictDecision.TAKE_OVER
     f.answer = None
@@ -125,7 +144,9 @@ async def test_an_eipctl_mac_is_taken_over_without_judging_the_holder(f: Fakes) 
 
 
 async def test_shared_claims_and_failed_probes_add(f: Fakes) -> None:
+    f.judged("True", reason="Replying")
     assert await f.decide(shared=True) is ConflictDecision.ADD
+    assert f.holder_reads == 0
     f.answer = SocketError("no CAP_NET_RAW")
     assert await f.decide() is ConflictDecision.ADD
     assert f.failures == ["probe"]

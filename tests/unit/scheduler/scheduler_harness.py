@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from eipctl.core.liveness_wire import Keyring
 from eipctl.core.naming import GROUP, claim_name_for
 from eipctl.kube.client import IPCLAIMS, KubeApi, connect
 from eipctl.kube.informer import Informer
@@ -211,16 +212,20 @@ class Running:
             await api.close()
 
 
-async def start_replica(kubeconfig: Path, **overrides: Any) -> Running:
+async def start_replica(
+    kubeconfig: Path, keyring: Keyring | None = None, **overrides: Any
+) -> Running:
     api = await connect(str(kubeconfig))
     lease_api = await connect(str(kubeconfig))
-    scheduler = Scheduler(api, settings(**overrides), lease_api=lease_api)
+    scheduler = Scheduler(api, settings(**overrides), lease_api=lease_api, keyring=keyring)
     return Running(scheduler, api, lease_api)
 
 
 @contextlib.asynccontextmanager
-async def scheduler(kubeconfig: Path, **overrides: Any) -> AsyncIterator[Running]:
-    running = await start_replica(kubeconfig, **overrides)
+async def scheduler(
+    kubeconfig: Path, keyring: Keyring | None = None, **overrides: Any
+) -> AsyncIterator[Running]:
+    running = await start_replica(kubeconfig, keyring, **overrides)
     try:
         yield running
     finally:

@@ -68,10 +68,10 @@ async def test_scheduler_metrics_follow_placement_death_and_deletion(
         # heartbeat age per node, from the liveness loop
         await eventually(
             lambda: all(
-                sample("eipctl_node_heartbeat_age_seconds", {"node": f"mnode-{i}"}) is not None
+                sample("eipctl_node_silence_seconds", {"node": f"mnode-{i}"}) is not None
                 for i in range(3)
             ),
-            what="heartbeat age series",
+            what="silence series",
         )
 
         # a death: each of its claims' moves is one failover observation
@@ -89,14 +89,14 @@ async def test_scheduler_metrics_follow_placement_death_and_deletion(
             what="one failover observation per claim moved",
         )
         assert "mnode-1" in sched.dead_since
-        age = sample("eipctl_node_heartbeat_age_seconds", {"node": "mnode-1"})
+        age = sample("eipctl_node_silence_seconds", {"node": "mnode-1"})
         assert age is not None and age >= 0.5
 
         # a deleted IpNode loses its series
         nodes.kill("mnode-2")
         srv.store.delete(GROUP, "ipnodes", "mnode-2")
         await eventually(
-            lambda: sample("eipctl_node_heartbeat_age_seconds", {"node": "mnode-2"}) is None,
+            lambda: sample("eipctl_node_silence_seconds", {"node": "mnode-2"}) is None,
             what="series removed with the IpNode",
         )
         assert "mnode-2" not in sched.dead_since

@@ -37,7 +37,7 @@ NAME = "198-51-100-1"
             Decision(NAME, "node-1", "node-2", Reason.NODE_DEAD),
             None,
             "IPMoved",
-            f"{IP} now on node-2: node-1 lost (heartbeat stopped)",
+            f"{IP} now on node-2: node-1 lost (no liveness reply)",
         ),
         (
             Decision(NAME, "node-1", "node-2", Reason.NODE_GONE),
@@ -86,7 +86,7 @@ def test_no_live_node_wording() -> None:
     stuck = no_live_node_event(IP, Decision(NAME, "node-1", "", Reason.NODE_DEAD))
     assert (stuck.type, stuck.reason) == ("Warning", "NoLiveNode")
     assert stuck.message == (
-        f"{IP} cannot move: node-1 lost (heartbeat stopped), and no other live node may hold it"
+        f"{IP} cannot move: node-1 lost (no liveness reply), and no other live node may hold it"
     )
     waiting = no_live_node_event(IP, Decision(NAME, "", "", Reason.UNPLACED))
     assert waiting.message == f"{IP} waits for a node: no live node may hold it"
@@ -225,7 +225,7 @@ async def test_services_hear_where_the_ip_is_placed_and_why_it_moved(
 
         nodes.kill(first)
         other = "node-1" if first == "node-0" else "node-0"
-        moved = ("Normal", "IPMoved", f"{IP} now on {other}: {first} lost (heartbeat stopped)")
+        moved = ("Normal", "IPMoved", f"{IP} now on {other}: {first} lost (no liveness reply)")
         await eventually(lambda: told(srv, "web") == [placed, moved], what="the move told")
         await eventually(lambda: told(srv, "api") == [placed, moved])
 
@@ -321,7 +321,7 @@ async def test_no_live_node_warns_the_service_once(
         stuck = (
             "Warning",
             "NoLiveNode",
-            f"{IP} cannot move: a-1 lost (heartbeat stopped), and no other live node may hold it",
+            f"{IP} cannot move: a-1 lost (no liveness reply), and no other live node may hold it",
         )
         await eventually(lambda: told(srv, "web") == [placed, stuck], what="warned")
         # more passes while nothing can be done: the warning is not repeated
@@ -333,7 +333,7 @@ async def test_no_live_node_warns_the_service_once(
         await sched.recorder.flush()
         assert told(srv, "web") == [placed, stuck]
         nodes.add("a-2", {"rack": "a"})
-        moved = ("Normal", "IPMoved", f"{IP} now on a-2: a-1 lost (heartbeat stopped)")
+        moved = ("Normal", "IPMoved", f"{IP} now on a-2: a-1 lost (no liveness reply)")
         await eventually(lambda: told(srv, "web") == [placed, stuck, moved], what="moved told")
 
 

@@ -87,14 +87,19 @@ def json_path_values(obj: Any, tokens: list[Token]) -> list[Any]:
 
 
 def human_age(ts: str | None, now: datetime | None = None) -> str:
-    """Age the way kubectl shows it: 45s, 3m20s, 5h, 12d."""
+    """Age the way the API server's tables show it (apimachinery's `duration.HumanDuration`):
+    45s, 3m20s, 5h, 12d, 3y20d; a time more than a second ahead of the server's clock (a
+    writer whose clock runs ahead) is `<invalid>`."""
     if not ts:
         return "<unknown>"
     try:
         then = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:
         return "<invalid>"
-    secs = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
+    secs = int(((now or datetime.now(UTC)) - then).total_seconds())  # toward zero, as Go
+    if secs < -1:
+        return "<invalid>"
+    secs = max(secs, 0)
     mins, hours, days = secs // 60, secs // 3600, secs // 86400
     if secs < 120:
         return f"{secs}s"
@@ -110,6 +115,8 @@ def human_age(ts: str | None, now: datetime | None = None) -> str:
         return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
     if days < 365 * 2:
         return f"{days}d"
+    if days < 365 * 8:
+        return f"{days // 365}y{days % 365}d" if days % 365 else f"{days // 365}y"
     return f"{days // 365}y"
 
 
@@ -217,7 +224,19 @@ _CORE: dict[tuple[str, str], list[tuple[Column, Callable[[Obj], Any]]]] = {
 }
 
 
+def go_json(value: Any) -> str:
+    """`encoding/json`'s Marshal: compact, keys sorted, <>& escaped, UTF-8 kept. The server
+    prints a list or map cell of a string column so (client-go's jsonpath PrintResults):
+    `["192.0.2.7/32","192.0.2.8/32"]`."""
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def _crd_cell(column: Column, o: Obj) -> Any:
+    """A printer column's cell; no value (a missing key, a filter that matches nothing) is
+    null, which kubectl prints as an empty cell."""
     try:
         values = json_path_values(o, parse_json_path(column.get("jsonPath", "")))
     except ValueError:
@@ -229,7 +248,7 @@ def _crd_cell(column: Column, o: Obj) -> Any:
         return human_age(values[0])
     if len(values) == 1 and not isinstance(values[0], dict | list):
         return values[0]
-    return ",".join(v if isinstance(v, str) else json.dumps(v) for v in values)
+    return ",".join(v if isinstance(v, str) else go_json(v) for v in values)
 
 
 def _crd_cell_fn(column: Column) -> Callable[[Obj], Any]:

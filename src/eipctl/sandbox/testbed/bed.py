@@ -1,5 +1,10 @@
 """The whole bed: emulator, scheduler and allocator replicas, node namespaces with controllers.
 
+The schedulers run in the control namespace on the node network (they probe every node's
+controller over UDP, docs/liveness.md); the allocators, which need only the API, run in the
+host namespace. Schedulers and controllers share a random liveness key written into the run
+directory (`liveness.key`).
+
     with LocalBed(BedOptions(nodes=3)) as bed:
         bed.kube.create_service("web")
         ip = bed.wait_for_ip("web")
@@ -13,9 +18,11 @@ crashed run left behind is removed when the next bed starts.
 
 from __future__ import annotations
 
+import base64
 import functools
 import itertools
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -26,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from eipctl.sandbox.namespaces import Namespace, nft_unavailable
 from eipctl.sandbox.relay import NODE_API_PORT, ApiRelay
 from eipctl.sandbox.testbed.client import Client
 from eipctl.sandbox.testbed.emulator import Emulator
@@ -46,6 +54,8 @@ _beds = itertools.count()
 # Fast-but-realistic flags for the test suite; benchmarks pass `fast=False` (the defaults).
 FAST_CONTROLLER_FLAGS = ["--resync-interval", "2s"]
 QUIET = ["--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
+LIVENESS_PORT = 9473  # the controllers' default --liveness-port
+LIVENESS_KEY = "liveness.key"  # in the run directory: what the Secret eipctl-liveness holds
 
 
 @dataclass
@@ -79,11 +89,14 @@ class LocalBed:
         self.schedulers: list[Process] = []
         self.allocators: list[Process] = []
         self.controllers: dict[str, Process] = {}
-        self.relays: dict[str, ApiRelay] = {}
+        self.relays: dict[str, ApiRelay] = {}  # per node, and "control" for the schedulers
         self.responders: dict[str, Responder] = {}
+        self.key_file = self.run_dir / LIVENESS_KEY
         self.dead: set[str] = set()
         self.cut: set[str] = set()
+        self.liveness_cut: set[str] = set()
         self.frozen: set[str] = set()
+        self._restarting: dict[str, int] = {}  # node -> its heartbeat before a (re)start
 
     # ---- lifecycle ----
 
@@ -102,6 +115,7 @@ class LocalBed:
         """Build the network and the API, then start eipctl (unless `options.eipctl` is off)."""
         reap_leftover_processes(self.run_dir.parent, RUN_PREFIX)
         self.run_dir.mkdir(parents=True)
+        self._write_liveness_key()
         self._start_api()
         self.loop = BackgroundLoop("bed")
         self.kube = Kube(self.loop, self.run_dir / "kubeconfig")
@@ -109,6 +123,8 @@ class LocalBed:
         self.network.build()
         assert self.network.client is not None
         self.client = Client(self.network.client.name)
+        assert self.network.control is not None
+        self._start_relay("control", self.network.control)
         for node in self.network.nodes:
             self._start_node_plumbing(node)
         for name, spec in POOLS.items():
@@ -122,36 +138,48 @@ class LocalBed:
         self.emulator.start()
         self.api_url = self.emulator.url
 
-    def _start_node_plumbing(self, node: NodeNet) -> None:
+    def _write_liveness_key(self) -> None:
+        """A fresh random key (32 bytes, base64: one line of 44 characters), owner-only."""
+        key = base64.b64encode(secrets.token_bytes(32)).decode()
+        fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key + "\n")
+
+    def _start_relay(self, name: str, ns: Namespace) -> None:
+        """An API relay on 127.0.0.1:6443 in `ns`, and `kubeconfig-<name>` pointing at it."""
         assert self.loop is not None
         host, port = self.api_url.removeprefix("http://").rsplit(":", 1)
-        relay = ApiRelay(node.ns.name, (host, int(port)))
-        responder = Responder(node.ns.name, node.name)
+        relay = ApiRelay(ns.name, (host, int(port)))
+        self.relays[name] = relay  # registered first: close() stops it even if start fails
         self.loop.run(relay.start())
-        self.loop.run(responder.start())
-        self.relays[node.name] = relay
-        self.responders[node.name] = responder
         kubeconfig = yaml.safe_load((self.run_dir / "kubeconfig").read_text())
         kubeconfig["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{NODE_API_PORT}"
-        (self.run_dir / f"kubeconfig-{node.name}").write_text(yaml.safe_dump(kubeconfig))
+        (self.run_dir / f"kubeconfig-{name}").write_text(yaml.safe_dump(kubeconfig))
+
+    def _start_node_plumbing(self, node: NodeNet) -> None:
+        assert self.loop is not None
+        self._start_relay(node.name, node.ns)
+        responder = Responder(node.ns.name, node.name)
+        self.responders[node.name] = responder
+        self.loop.run(responder.start())
         self.kube.create_node(node.name, {"kubernetes.io/hostname": node.name})
 
     def start_processes(self) -> None:
+        assert self.network.control is not None
         common = ["--log-level", self.options.log_level, *QUIET]
-        kubeconfig = ["--kubeconfig", str(self.run_dir / "kubeconfig")]
         lease = ["--lease-namespace", LEASE_NAMESPACE]
-        replicated = [
-            ("scheduler", self.schedulers, self.options.scheduler_flags),
-            ("allocator", self.allocators, self.options.allocator_flags),
-        ]
+        key = ["--liveness-key-file", str(self.key_file)]
         for i in range(2):  # two replicas each: a leader and a standby
-            for component, replicas, extra in replicated:
-                name = f"{component}-{i}"
-                args = [component, *kubeconfig, *common, *lease, "--identity", name, *extra]
-                replicas.append(self._eipctl(name, args))
+            name = f"scheduler-{i}"
+            args = ["scheduler", *self._kubeconfig("control"), *common, *lease, *key]
+            args += ["--identity", name, *self.options.scheduler_flags]
+            self.schedulers.append(self._eipctl(name, args, netns=self.network.control.name))
+            name = f"allocator-{i}"
+            args = ["allocator", *self._kubeconfig(None), *common, *lease, "--identity", name]
+            self.allocators.append(self._eipctl(name, [*args, *self.options.allocator_flags]))
         for node in self.network.nodes:
             flags = ["controller", "--node-name", node.name, "--iface", "eth0", *common]
-            flags += ["--kubeconfig", str(self.run_dir / f"kubeconfig-{node.name}")]
+            flags += [*self._kubeconfig(node.name), *key, "--liveness-address", node.ip4]
             flags += (FAST_CONTROLLER_FLAGS if self.options.fast else []) + list(
                 self.options.controller_flags
             )
@@ -160,6 +188,11 @@ class LocalBed:
             )
         for proc in self.processes():
             proc.start()
+
+    def _kubeconfig(self, relay: str | None) -> list[str]:
+        """--kubeconfig: the API itself (None), or through the relay of a namespace."""
+        name = "kubeconfig" if relay is None else f"kubeconfig-{relay}"
+        return ["--kubeconfig", str(self.run_dir / name)]
 
     def _eipctl(self, name: str, args: list[str], netns: str | None = None) -> Process:
         return Process(name, [sys.executable, "-m", "eipctl", *args], self.run_dir, netns=netns)
@@ -210,7 +243,8 @@ class LocalBed:
 
     @property
     def live_nodes(self) -> list[str]:
-        return [n for n in self.node_names if n not in self.dead | self.cut | self.frozen]
+        faulty = self.dead | self.cut | self.liveness_cut | self.frozen
+        return [n for n in self.node_names if n not in faulty]
 
     def node(self, name: str) -> NodeNet:
         return self.network.node(name)
@@ -260,8 +294,13 @@ class LocalBed:
     def revive_node(self, name: str) -> None:
         self.network.node(name).link_up()
         if not self.controllers[name].alive:
-            self.controllers[name].start()
+            self.start_controller(name)
         self.dead.discard(name)
+
+    def start_controller(self, name: str) -> None:
+        """Start node `name`'s controller again; `wait_in_service` then waits for it."""
+        self._restarting[name] = self.kube.heartbeats().get(name, -1)
+        self.controllers[name].start()
 
     def cut_from_api(self, name: str) -> None:
         assert self.loop is not None
@@ -272,6 +311,18 @@ class LocalBed:
         assert self.loop is not None
         self.loop.run(self.relays[name].heal())
         self.cut.discard(name)
+
+    def cut_liveness(self, name: str) -> None:
+        """The node's liveness UDP (port 9473, both ways) is dropped inside its namespace;
+        its API and its link for the client stay. Needs `nft` (`nft_unavailable()`)."""
+        if (reason := nft_unavailable()) is not None:
+            raise RuntimeError(f"cut_liveness {reason}")
+        self.liveness_cut.add(name)  # first: heal() removes even a half-made table
+        self.network.node(name).cut_liveness(LIVENESS_PORT)
+
+    def heal_liveness(self, name: str) -> None:
+        self.network.node(name).heal_liveness()
+        self.liveness_cut.discard(name)
 
     def freeze_controller(self, name: str) -> None:
         self.controllers[name].freeze()
@@ -306,9 +357,14 @@ class LocalBed:
             self.thaw_controller(name)
         for name in list(self.cut):
             self.reconnect_to_api(name)
+        for name in list(self.liveness_cut):
+            self.heal_liveness(name)
         for name in list(self.dead):
             self.revive_node(name)
-        for proc in [*self.schedulers, *self.allocators, *self.controllers.values()]:
+        for name, proc in self.controllers.items():
+            if not proc.alive:
+                self.start_controller(name)
+        for proc in [*self.schedulers, *self.allocators]:
             if not proc.alive:
                 proc.start()
         if lost:
@@ -354,19 +410,41 @@ class LocalBed:
                 for ip in node.external_addresses():
                     left.append(f"{ip} on {node.name}")
                     node.del_address(ip)
-        self.kube.wait_heartbeating(self.node_names, timeout)
-        wait_for(
-            lambda: self.kube.macs_published(self.node_names),
-            timeout,
-            interval=0.1,
-            what="a pass by every controller",
-        )
+        self.wait_in_service(self.node_names, timeout)
         # what a restarted controller does after this is seen by the next heal()
         lost = self.admin_addresses_lost(self.node_names)
         if left:
             raise RuntimeError(f"eipctl did not clean up (removed by hand now): {left}")
         if lost:
             raise RuntimeError(f"eipctl removed admin addresses (put back now): {lost}")
+
+    def wait_in_service(self, nodes: list[str], timeout: float = 20.0) -> None:
+        """Until each node is back in service as the scheduler and the client see it: a
+        controller the bed (re)started has registered (its start-up heartbeat moved the
+        counter), the scheduler leader judges every node live (its IpNode's Live condition
+        is True: it answers the liveness probes), and every controller has published its
+        link's MACs (a pass over the link; after a start, after its start-up purge)."""
+
+        def started() -> bool:
+            beats = self.kube.heartbeats()
+            for name in [n for n in self._restarting if n in nodes]:
+                if beats.get(name, -1) != self._restarting[name]:
+                    del self._restarting[name]
+            return not any(n in self._restarting for n in nodes)
+
+        wait_for(started, timeout, interval=0.1, what=f"the controllers of {nodes} registered")
+        wait_for(
+            lambda: self.kube.live(nodes),
+            timeout,
+            interval=0.05,
+            what=f"{nodes} live (IpNode condition Live=True)",
+        )
+        wait_for(
+            lambda: self.kube.macs_published(nodes),
+            timeout,
+            interval=0.1,
+            what="a pass by every controller",
+        )
 
     def log_lines(self, since: dict[str, int], *words: str) -> list[str]:
         """Lines with any of `words` that processes logged after the offsets in `since`

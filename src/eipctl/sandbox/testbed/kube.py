@@ -19,7 +19,6 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from eipctl.sandbox.testbed.loop import BackgroundLoop
-from eipctl.sandbox.testbed.processes import wait_for
 
 GROUP, VERSION = "eipctl.io", "v1alpha1"
 RETRIES = 5
@@ -137,25 +136,22 @@ class Kube:
         return list(out["items"])
 
     def heartbeats(self) -> dict[str, int]:
-        """{node: its IpNode's heartbeat counter}."""
+        """{node: its IpNode's heartbeat counter} (written at a controller's start and then
+        every --heartbeat-interval, 10 s: for people, not for liveness)."""
         return {
             n["metadata"]["name"]: int((n.get("status") or {}).get("heartbeat") or 0)
             for n in self.ipnodes()
         }
 
-    def wait_heartbeating(self, nodes: list[str], timeout: float = 30.0) -> None:
-        """Until each node's IpNode heartbeat has moved twice (its controller is back in
-        service, as the scheduler sees it)."""
-        first = self.heartbeats()
-        seen: dict[str, set[int]] = {n: {first.get(n, -1)} for n in nodes}
-
-        def moving() -> bool:
-            for name, beat in self.heartbeats().items():
-                if name in seen:
-                    seen[name].add(beat)
-            return all(len(beats) >= 3 for beats in seen.values())
-
-        wait_for(moving, timeout, interval=0.1, what=f"heartbeats of {nodes}")
+    def live(self, nodes: list[str]) -> bool:
+        """Whether the scheduler leader judges each of `nodes` live: its IpNode's Live
+        condition is True (the node answers the liveness probes, docs/liveness.md)."""
+        live = set()
+        for n in self.ipnodes():
+            conditions = (n.get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Live" and c.get("status") == "True" for c in conditions):
+                live.add(n["metadata"]["name"])
+        return live >= set(nodes)
 
     def macs_published(self, nodes: list[str]) -> bool:
         """Whether every node's IpNode shows its link's MACs, which its controller publishes

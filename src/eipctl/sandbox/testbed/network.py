@@ -1,15 +1,22 @@
-"""The bed's L2 network: a switch namespace with a bridge, node namespaces, a client namespace.
+"""The bed's L2 network: a switch namespace with a bridge, node namespaces, a control
+namespace for the schedulers, a client namespace.
 
     switch ns  [ br0 ]--- n0 ~~ eth0 [node-0 ns]  198.51.100.10/24  2001:db8:1::10/64
                   |                               198.51.100.250/32 2001:db8:ffff::250/128
                   |------ n1 ~~ eth0 [node-1 ns]  198.51.100.11/24  2001:db8:1::11/64
                   |                               198.51.100.249/32 2001:db8:ffff::251/128
+                  |------ ct ~~ eth0 [control ns] 198.51.100.3/24   2001:db8:1::3/64
                   |------ cl ~~ eth0 [client ns]  198.51.100.2/24   2001:db8:1::2/64
                                                   203.0.113.0/24 and 2001:db8:f::/64 on-link
 
 Each node link also carries two administrator's host addresses (a /32 and a /128, added
 with `ip`, so without eipctl's marker): eipctl must never remove them, and `LocalBed` checks
 after every scenario that they are still there (`NodeNet.missing_admin_addresses`).
+
+The control namespace is where the scheduler replicas run: they probe every node's
+controller over UDP on the node network (docs/liveness.md), as on a cluster where the
+scheduler pods reach the nodes. `NodeNet.cut_liveness` drops that UDP inside one node's
+namespace (nftables), so the node keeps its API and its L2 for the client.
 
 Nothing is created in the host namespace. The client plays the upstream router: the external
 pools are on-link for it, so it resolves each external IP with ARP / ND itself, and its
@@ -22,9 +29,17 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import threading
 from dataclasses import dataclass
 
-from eipctl.sandbox.namespaces import Namespace, NamespaceSet, kill_pids_in, reap_leftovers
+from eipctl.sandbox.namespaces import (
+    PREFIX,
+    Namespace,
+    NamespaceSet,
+    kill_pids_in,
+    new_run_id,
+    reap_leftovers,
+)
 
 NODE_NET4 = ipaddress.ip_network("198.51.100.0/24")
 NODE_NET6 = ipaddress.ip_network("2001:db8:1::/64")
@@ -33,6 +48,9 @@ POOL6 = ipaddress.ip_network("2001:db8:f::/64")
 ADMIN_NET6 = ipaddress.ip_network("2001:db8:ffff::/64")
 CLIENT4 = "198.51.100.2"
 CLIENT6 = "2001:db8:1::2"
+CONTROL4 = "198.51.100.3"  # the schedulers' namespace
+CONTROL6 = "2001:db8:1::3"
+LIVENESS_CUT_TABLE = "eipctl_bed_liveness_cut"  # nftables table of `NodeNet.cut_liveness`
 LINK = "eth0"
 STALE_FOR = 120  # seconds: client neighbour entries neither expire nor re-probe meanwhile
 FOREVER = 0xFFFFFFFF  # valid_life_time of an address without a lifetime (an admin's)
@@ -47,6 +65,7 @@ class NodeNet:
     ns: Namespace
     switch_port: str
     mac: str = ""
+    admin: bool = True  # with the administrator's host addresses (`admin_addresses`)
 
     @property
     def ip4(self) -> str:
@@ -59,7 +78,10 @@ class NodeNet:
     @property
     def admin_addresses(self) -> set[str]:
         """The administrator's host addresses on the link: a /32 (counting down from .250,
-        away from the node addresses) and a /128. Not eipctl's: it must never remove them."""
+        away from the node addresses) and a /128. Not eipctl's: it must never remove them.
+        None on a network made without them (`Network(admin_addresses=False)`)."""
+        if not self.admin:
+            return set()
         return {f"{NODE_NET4[250 - self.index]}/32", f"{ADMIN_NET6[0x250 + self.index]}/128"}
 
     def configure(self) -> None:
@@ -86,6 +108,41 @@ class NodeNet:
     def link_up(self) -> None:
         self.configure()
 
+    def cut_liveness(self, port: int) -> None:
+        """Drop UDP to and from `port` in this namespace, both ways (nftables input and
+        output): no liveness probe reaches the controller, no reply leaves. Idempotent."""
+        rules = [f"add table inet {LIVENESS_CUT_TABLE}", f"flush table inet {LIVENESS_CUT_TABLE}"]
+        for chain in ("input", "output"):
+            rules.append(
+                f"add chain inet {LIVENESS_CUT_TABLE} {chain} "
+                f"{{ type filter hook {chain} priority -10; policy accept; }}"
+            )
+            for field in ("dport", "sport"):
+                rules.append(f"add rule inet {LIVENESS_CUT_TABLE} {chain} udp {field} {port} drop")
+        self.ns.exec("nft", "-f", "-", stdin="\n".join(rules) + "\n")
+
+    def heal_liveness(self) -> None:
+        """Remove `cut_liveness`'s rules (idempotent: adding the table first makes the delete
+        succeed when there was none)."""
+        table = f"inet {LIVENESS_CUT_TABLE}"
+        self.ns.exec("nft", "-f", "-", stdin=f"add table {table}\ndelete table {table}\n")
+
+    def liveness_cut(self) -> bool:
+        """Whether `cut_liveness`'s table is in place."""
+        out = self.ns.exec("nft", "list", "tables", check=False)
+        return LIVENESS_CUT_TABLE in out
+
+    def held_addresses(self) -> list[str]:
+        """Every global address on the link that the network did not put there (the node's
+        own and the admin's are left out): what the controller holds, whatever the pool."""
+        ours = {self.ip4, self.ip6} | {a.split("/")[0] for a in self.admin_addresses}
+        found = []
+        for entry in json.loads(self.ns.ip(f"-j addr show dev {LINK}", check=False) or "[]"):
+            for info in entry.get("addr_info", []):
+                if info.get("scope") == "global" and info.get("local") not in ours:
+                    found.append(str(info["local"]))
+        return found
+
     def external_addresses(self) -> set[str]:
         """Addresses on the link from the external pools (what the controller put there)."""
         found = set()
@@ -106,23 +163,60 @@ class NodeNet:
 
 
 class Network:
-    """Builds the topology in `NamespaceSet`-owned namespaces; `close()` removes all of it."""
+    """Builds the topology in `NamespaceSet`-owned namespaces; `close()` removes all of it.
 
-    def __init__(self, node_count: int) -> None:
-        self.tb = NamespaceSet()
+    The test bed builds it whole (`Network(3)`); `eipctl sandbox --netns` builds it without
+    client and admin addresses and adds and removes its nodes one by one as they are revived
+    and killed (`add_node`, `remove_node`: a killed node's namespace is deleted). Namespaces
+    are named ``<prefix><pid>-<n>-<tag>``; `build()` first removes those of dead runs with
+    the same prefix. `add_node` and `remove_node` may run in several threads at once.
+    """
+
+    def __init__(
+        self,
+        node_count: int,
+        *,
+        prefix: str = PREFIX,
+        client: bool = True,
+        admin_addresses: bool = True,
+    ) -> None:
+        self.prefix = prefix
+        self.tb = NamespaceSet(run_id=new_run_id(prefix))
         self.run_id = self.tb.run_id
         self.nodes: list[NodeNet] = []
         self.switch: Namespace | None = None
         self.client: Namespace | None = None
+        self.control: Namespace | None = None
         self.node_count = node_count
+        self.with_client = client
+        self.with_admin = admin_addresses
+        self._lock = threading.Lock()
+
+    @property
+    def control_name(self) -> str:
+        """The control namespace's name (known before `build()` makes it)."""
+        return f"{self.run_id}-control"
 
     def build(self) -> None:
-        reap_leftovers()
+        """Switch, control namespace, client (unless left out) and `node_count` nodes
+        (node-0, node-1, ...)."""
+        reap_leftovers(self.prefix)
         self.switch = self.tb.namespace("sw")
         self.switch.ip("link add br0 type bridge")
         # no STP, no forwarding delay: a port forwards the moment it is up
         self.switch.ip("link set br0 type bridge stp_state 0 forward_delay 0")
         self.switch.ip("link set br0 up")
+        self.control = self.tb.namespace("control")
+        self._attach(self.control, "ct")
+        self.control.ip(f"link set {LINK} up")
+        self.control.ip(f"addr add {CONTROL4}/24 dev {LINK}")
+        self.control.ip(f"-6 addr add {CONTROL6}/64 dev {LINK} nodad")
+        if self.with_client:
+            self._build_client()
+        for i in range(self.node_count):
+            self.add_node(i)
+
+    def _build_client(self) -> None:
         self.client = self.tb.namespace("client")
         self._attach(self.client, "cl")
         self.client.ip(f"link set {LINK} up")
@@ -135,18 +229,29 @@ class Network:
             self.client.sysctl(
                 f"net.{family}.neigh.{LINK}.base_reachable_time_ms", STALE_FOR * 1000
             )
-        for i in range(self.node_count):
-            self.add_node(i)
 
-    def add_node(self, index: int) -> NodeNet:
+    def add_node(self, index: int, name: str | None = None, mac: str | None = None) -> NodeNet:
+        """A node namespace on the switch: 198.51.100.(10+index), 2001:db8:1::(10+index)
+        in hex; named ``node-<index>`` unless `name` is given; a random MAC unless `mac`."""
         ns = self.tb.namespace(f"node-{index}")
         port = f"n{index}"
         self._attach(ns, port)
-        node = NodeNet(f"node-{index}", index, ns, port)
+        if mac is not None:
+            ns.ip(f"link set {LINK} address {mac}")
+        node = NodeNet(name or f"node-{index}", index, ns, port, admin=self.with_admin)
         node.configure()
         node.mac = ns.mac(LINK).hex(":")
-        self.nodes.append(node)
+        with self._lock:
+            self.nodes.append(node)
         return node
+
+    def remove_node(self, name: str) -> None:
+        """Pull the plug: what runs in the node's namespace is killed, the namespace deleted
+        with its link and every address on it."""
+        with self._lock:
+            node = self.node(name)
+            self.nodes.remove(node)
+        self.tb.remove(node.ns)
 
     def _attach(self, ns: Namespace, port: str) -> None:
         assert self.switch is not None

@@ -1,0 +1,248 @@
+"""The node-liveness packet: authenticated UDP challenge/response, bytes in, values out.
+
+Every scheduler replica probes every node's controller over UDP and judges liveness from the
+replies (`net.liveness` owns the sockets; this module owns the format and the keys).
+
+Why challenge/response: a reply counts only if it echoes a ``session`` + ``seq`` that the
+prober sent recently and has not accepted before, and carries a MAC made with the shared key.
+``session`` is 8 random bytes each prober process picks at start, ``seq`` rises by one per
+probe round. So a recorded reply replayed later cannot keep a dead node alive (its seq was
+accepted already, or is too old, or belongs to an earlier session), nobody without the key
+can forge one, and no clock is ever compared across machines: the prober judges freshness by
+the seq it sent, on its own clock. The idea is BFD's authenticated echo; the format is ours.
+
+Probes are authenticated too: a responder answers only a probe MACed with a key it holds and
+addressed to its own node, so it answers nobody else and is no reflector for a stranger's
+traffic. It keeps no state per prober, so a *recorded* probe replayed from a spoofed source
+is answered, with a reply of the same size (no amplification) that its prober then refuses.
+
+Layout (network byte order), 45..297 bytes::
+
+    magic "EIPL" | version u8 = 1 | kind u8 | flags u8 | node length u8 | session 8 |
+    seq u64 | key id 4 | node (ASCII) | mac 16
+
+``mac`` is HMAC-SHA256 over everything before it, truncated to 16 bytes. ``key id`` is the
+first 4 bytes of sha256(key): it picks the key to check with, so keys rotate without a flag
+day (`Keyring`). Unknown flag bits are ignored, so a later release may add flags.
+
+`decode` raises only `WireError`, whose ``reason`` is one of `WIRE_ERRORS` (short, bounded:
+fit for a metric label), whatever bytes it is given.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from eipctl.core.naming import is_dns1123_subdomain
+
+__all__ = [
+    "MIN_KEY_LENGTH",
+    "SESSION_LENGTH",
+    "WIRE_ERRORS",
+    "Flag",
+    "Keyring",
+    "Kind",
+    "Packet",
+    "SeqEncoder",
+    "WireError",
+    "decode",
+    "encode",
+    "key_id",
+    "valid_node",
+]
+
+MAGIC: Final = b"EIPL"
+VERSION: Final = 1
+SESSION_LENGTH: Final = 8
+KEY_ID_LENGTH: Final = 4
+MAC_LENGTH: Final = 16
+MIN_KEY_LENGTH: Final = 16
+MAX_SEQ: Final = 2**64 - 1
+_HEADER: Final = struct.Struct("!4sBBBB8sQ4s")  # magic .. key id: 28 bytes
+_MIN_PACKET: Final = _HEADER.size + 1 + MAC_LENGTH
+
+WIRE_ERRORS: Final = frozenset(
+    {"short", "magic", "version", "kind", "length", "key", "mac", "node"}
+)
+"""Every `WireError.reason`, in the order `decode` checks them."""
+
+
+class Kind(enum.IntEnum):
+    PROBE = 1
+    REPLY = 2
+
+
+class Flag(enum.IntFlag):
+    NONE = 0
+    FENCED = 1
+    """A reply from a controller that has fenced itself: it holds nothing, give it no claims."""
+
+
+_KNOWN_FLAGS: Final = int(Flag.FENCED)
+_KINDS: Final = {int(kind): kind for kind in Kind}
+_FLAGS: Final = tuple(Flag(byte & _KNOWN_FLAGS) for byte in range(256))  # Flag(n) is slow
+
+
+class WireError(ValueError):
+    """Bytes that are not a packet we accept; ``reason`` is one of `WIRE_ERRORS`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def valid_node(node: str) -> bool:
+    """Whether ``node`` may be sent: an IpNode name (DNS-1123 subdomain, 1..253 ASCII)."""
+    return is_dns1123_subdomain(node)
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    """One probe or reply. ``node`` is the IpNode the probe is for / the reply is from."""
+
+    kind: Kind
+    node: str
+    session: bytes
+    seq: int
+    flags: Flag = Flag.NONE
+
+    def __post_init__(self) -> None:
+        if not valid_node(self.node):
+            raise ValueError(f"node {self.node!r} is not an IpNode name (DNS-1123 subdomain)")
+        if len(self.session) != SESSION_LENGTH:
+            raise ValueError(f"session must be {SESSION_LENGTH} bytes, not {len(self.session)}")
+        if not 0 <= self.seq <= MAX_SEQ:
+            raise ValueError(f"seq {self.seq} does not fit in 64 bits")
+
+
+def key_id(key: bytes) -> bytes:
+    """The 4 bytes that name ``key`` on the wire: derived, nothing to configure."""
+    return hashlib.sha256(key).digest()[:KEY_ID_LENGTH]
+
+
+class Keyring:
+    """The shared secret keys: the first signs, every one is accepted.
+
+    Rotation without a flag day: add the new key second, roll out; swap the order, roll out;
+    remove the old key, roll out. At every step each pair of processes shares a key that one
+    signs with and the other accepts.
+    """
+
+    __slots__ = ("_accepted", "_ids", "_signing", "_signing_id")
+
+    def __init__(self, keys: Iterable[bytes]) -> None:
+        accepted: dict[bytes, bytes] = {}
+        for n, key in enumerate(keys, 1):
+            if len(key) < MIN_KEY_LENGTH:
+                raise ValueError(
+                    f"liveness key {n} is {len(key)} bytes; each key must be at least "
+                    f"{MIN_KEY_LENGTH} bytes"
+                )
+            kid = key_id(key)
+            if accepted.get(kid, key) != key:  # 2**-32 per pair; say so rather than misjudge
+                raise ValueError(f"liveness key {n} has the key id of an earlier key")
+            accepted.setdefault(kid, bytes(key))  # the same key twice is harmless: once
+        if not accepted:
+            raise ValueError("a liveness keyring needs at least one key")
+        self._accepted = accepted
+        self._ids = tuple(accepted)
+        self._signing_id = self._ids[0]
+        self._signing = accepted[self._signing_id]
+
+    @classmethod
+    def from_text(cls, text: str) -> Keyring:
+        """One key per non-empty line, surrounding whitespace stripped; a line's UTF-8 bytes
+        are the key (the format of a Kubernetes Secret mounted as a file)."""
+        return cls(line.strip().encode() for line in text.splitlines() if line.strip())
+
+    @property
+    def key_ids(self) -> tuple[bytes, ...]:
+        """The ids of the keys, the signing key's first (safe to log: hex them)."""
+        return self._ids
+
+    def __repr__(self) -> str:  # never the keys themselves
+        return f"Keyring(key_ids=[{', '.join(kid.hex() for kid in self._ids)}])"
+
+
+def _mac(key: bytes, body: bytes) -> bytes:
+    return hmac.digest(key, body, "sha256")[:MAC_LENGTH]
+
+
+def encode(packet: Packet, keyring: Keyring) -> bytes:
+    """The packet's bytes, signed with the keyring's first key."""
+    node = packet.node.encode("ascii")
+    body = (
+        _HEADER.pack(
+            MAGIC,
+            VERSION,
+            packet.kind,
+            int(packet.flags) & _KNOWN_FLAGS,
+            len(node),
+            packet.session,
+            packet.seq,
+            keyring._signing_id,
+        )
+        + node
+    )
+    return body + _mac(keyring._signing, body)
+
+
+class SeqEncoder:
+    """Encodes packets that differ only in ``seq``: a prober's probes to one node.
+
+    The fixed fields are packed once; each `encode` packs the seq and computes the MAC, the
+    same bytes `encode` gives for ``replace(template, seq=seq)``.
+    """
+
+    __slots__ = ("_head", "_key", "_tail")
+
+    def __init__(self, template: Packet, keyring: Keyring) -> None:
+        whole = encode(template, keyring)
+        seq_at = _HEADER.size - KEY_ID_LENGTH - 8
+        self._head = whole[:seq_at]
+        self._tail = whole[seq_at + 8 : -MAC_LENGTH]
+        self._key = keyring._signing
+
+    def encode(self, seq: int) -> bytes:
+        if not 0 <= seq <= MAX_SEQ:
+            raise ValueError(f"seq {seq} does not fit in 64 bits")
+        body = self._head + seq.to_bytes(8, "big") + self._tail
+        return body + _mac(self._key, body)
+
+
+def decode(data: bytes, keyring: Keyring) -> Packet:
+    """The packet in ``data``, if it is well formed and MACed with a key of ``keyring``.
+
+    Raises `WireError` (and nothing else) otherwise. Cheap checks come first, so garbage
+    costs no HMAC; the MAC is checked before the node name is read.
+    """
+    if len(data) < _MIN_PACKET:
+        raise WireError("short")
+    magic, version, kind, flags, length, session, seq, kid = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise WireError("magic")
+    if version != VERSION:
+        raise WireError("version")
+    if kind not in _KINDS:
+        raise WireError("kind")
+    end = _HEADER.size + length
+    if length == 0 or len(data) != end + MAC_LENGTH:
+        raise WireError("length")
+    key = keyring._accepted.get(kid)
+    if key is None:
+        raise WireError("key")
+    body = bytes(data[:end])
+    if not hmac.compare_digest(_mac(key, body), bytes(data[end:])):
+        raise WireError("mac")
+    try:  # Packet checks the name (session and seq fit by construction)
+        return Packet(
+            _KINDS[kind], body[_HEADER.size :].decode("ascii"), session, seq, _FLAGS[flags]
+        )
+    except ValueError:  # UnicodeDecodeError included
+        raise WireError("node") from None

@@ -1,0 +1,256 @@
+"""core/liveness_wire.py: the liveness packet, its MAC and its keys."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+from dataclasses import replace
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from eipctl.core.liveness_wire import (
+    MIN_KEY_LENGTH,
+    WIRE_ERRORS,
+    Flag,
+    Keyring,
+    Kind,
+    Packet,
+    SeqEncoder,
+    WireError,
+    decode,
+    encode,
+)
+
+OLD = b"old-key-0123456789abcdef"
+NEW = b"new-key-0123456789abcdef"
+KEYS = Keyring([OLD])
+SESSION = bytes(range(8))
+PROBE = Packet(Kind.PROBE, "node-a", SESSION, 7)
+
+label = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?", fullmatch=True)
+nodes = st.one_of(
+    st.lists(label, min_size=1, max_size=4).map(".".join),
+    st.just("a" * 253),
+    st.just("n"),
+)
+packets = st.builds(
+    Packet,
+    kind=st.sampled_from([Kind.PROBE, Kind.REPLY]),
+    node=nodes,
+    session=st.binary(min_size=8, max_size=8),
+    seq=st.integers(0, 2**64 - 1),
+    flags=st.sampled_from([Flag.NONE, Flag.FENCED]),
+)
+
+
+def forge(
+    node: bytes,
+    *,
+    key: bytes = OLD,
+    magic: bytes = b"EIPL",
+    version: int = 1,
+    kind: int = 1,
+    flags: int = 0,
+    length: int | None = None,
+) -> bytes:
+    """Bytes laid out by hand (the documented layout), MACed with ``key``."""
+    kid = hashlib.sha256(key).digest()[:4]
+    header = struct.pack(
+        "!4sBBBB8sQ4s",
+        magic,
+        version,
+        kind,
+        flags,
+        len(node) if length is None else length,
+        SESSION,
+        7,
+        kid,
+    )
+    body = header + node
+    return body + hmac.new(key, body, hashlib.sha256).digest()[:16]
+
+
+def reason(data: bytes, keyring: Keyring = KEYS) -> str:
+    with pytest.raises(WireError) as caught:
+        decode(data, keyring)
+    return caught.value.reason
+
+
+def test_the_layout_is_the_documented_one() -> None:
+    assert encode(PROBE, KEYS) == forge(b"node-a")
+    fenced = replace(PROBE, kind=Kind.REPLY, flags=Flag.FENCED)
+    assert encode(fenced, KEYS) == forge(b"node-a", kind=2, flags=1)
+    assert len(encode(PROBE, KEYS)) == 28 + len("node-a") + 16
+
+
+@given(packets)
+def test_round_trip(packet: Packet) -> None:
+    assert decode(encode(packet, KEYS), KEYS) == packet
+
+
+@given(packets, st.integers(0, 2**64 - 1))
+def test_the_seq_encoder_gives_the_bytes_of_encode(template: Packet, seq: int) -> None:
+    assert SeqEncoder(template, KEYS).encode(seq) == encode(replace(template, seq=seq), KEYS)
+
+
+def test_the_seq_encoder_refuses_a_seq_that_does_not_fit() -> None:
+    with pytest.raises(ValueError, match="64 bits"):
+        SeqEncoder(PROBE, KEYS).encode(2**64)
+
+
+@given(packets, st.data())
+def test_any_single_bit_flip_is_refused(packet: Packet, data: st.DataObject) -> None:
+    raw = bytearray(encode(packet, KEYS))
+    bit = data.draw(st.integers(0, len(raw) * 8 - 1), label="bit")
+    raw[bit // 8] ^= 1 << (bit % 8)
+    with pytest.raises(WireError):
+        decode(bytes(raw), KEYS)
+
+
+@given(st.binary(max_size=400))
+@example(b"")
+@example(forge(b"node-a")[:-1])
+def test_arbitrary_bytes_give_a_packet_or_a_wire_error(data: bytes) -> None:
+    try:
+        decode(data, KEYS)
+    except WireError as exc:
+        assert exc.reason in WIRE_ERRORS
+
+
+@given(packets, st.integers(0, 400), st.integers(0, 400), st.binary(max_size=40))
+def test_mangled_packets_give_a_packet_or_a_wire_error(
+    packet: Packet, start: int, stop: int, patch: bytes
+) -> None:
+    raw = encode(packet, KEYS)
+    mangled = raw[:start] + patch + raw[stop:]
+    try:
+        decoded = decode(mangled, KEYS)
+    except WireError as exc:
+        assert exc.reason in WIRE_ERRORS
+    else:
+        assert mangled == raw and decoded == packet
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"", "short"),
+        (forge(b"node-a")[:44], "short"),
+        (b"XXXX" + forge(b"node-a")[4:], "magic"),
+        (forge(b"node-a", version=2), "version"),
+        (forge(b"node-a", kind=0), "kind"),
+        (forge(b"node-a", kind=3), "kind"),
+        (forge(b"node-a", length=5), "length"),
+        (forge(b"node-a", length=7), "length"),
+        (forge(b"node-a", length=0), "length"),
+        (forge(b"node-a") + b"\x00", "length"),
+        (forge(b"node-a", key=NEW), "key"),
+        (forge(b"node-a")[:-1] + b"\x00", "mac"),
+        (forge(b"Node-A"), "node"),
+        (forge(b"node_a"), "node"),
+        (forge(b"-node"), "node"),
+        (forge(b"n\xc3\xa9"), "node"),
+        (forge(b"a" * 254), "node"),
+    ],
+)
+def test_each_refusal_has_its_reason(data: bytes, why: str) -> None:
+    assert reason(data) == why
+
+
+def test_every_reason_is_reachable() -> None:
+    reached = {
+        reason(b""),
+        reason(b"XXXX" + forge(b"node-a")[4:]),
+        reason(forge(b"node-a", version=2)),
+        reason(forge(b"node-a", kind=3)),
+        reason(forge(b"node-a", length=5)),
+        reason(forge(b"node-a", key=NEW)),
+        reason(forge(b"node-a")[:-1] + b"\x00"),
+        reason(forge(b"Node-A")),
+    }
+    assert reached == WIRE_ERRORS
+
+
+def test_unknown_flag_bits_are_ignored() -> None:
+    assert decode(forge(b"node-a", flags=0xFE), KEYS).flags == Flag.NONE
+    assert decode(forge(b"node-a", flags=0xFF), KEYS).flags == Flag.FENCED
+
+
+def test_a_packet_signed_with_an_unknown_key_is_refused_as_key() -> None:
+    assert reason(encode(PROBE, Keyring([NEW]))) == "key"
+
+
+def test_a_keyring_with_new_and_old_accepts_the_old_and_signs_with_the_new() -> None:
+    rotating = Keyring([NEW, OLD])
+    assert decode(encode(PROBE, Keyring([OLD])), rotating) == PROBE
+    signed = encode(PROBE, rotating)
+    assert signed[24:28] == hashlib.sha256(NEW).digest()[:4]
+    assert reason(signed, Keyring([OLD])) == "key"
+    assert rotating.key_ids == (
+        hashlib.sha256(NEW).digest()[:4],
+        hashlib.sha256(OLD).digest()[:4],
+    )
+
+
+@pytest.mark.parametrize(
+    "fleet",
+    [
+        [[OLD], [OLD, NEW]],  # step 1 rolling out: the new key added second
+        [[OLD, NEW], [NEW, OLD]],  # step 2 rolling out: the order swapped
+        [[NEW, OLD], [NEW]],  # step 3 rolling out: the old key removed
+    ],
+)
+def test_every_pair_of_processes_agrees_at_every_step_of_a_rotation(
+    fleet: list[list[bytes]],
+) -> None:
+    for sender in fleet:
+        for receiver in fleet:
+            assert decode(encode(PROBE, Keyring(sender)), Keyring(receiver)) == PROBE
+
+
+def test_short_keys_are_refused_naming_the_rule() -> None:
+    with pytest.raises(ValueError, match=f"at least {MIN_KEY_LENGTH} bytes"):
+        Keyring([OLD, b"x" * (MIN_KEY_LENGTH - 1)])
+    Keyring([b"x" * MIN_KEY_LENGTH])
+    with pytest.raises(ValueError, match="at least one key"):
+        Keyring([])
+
+
+def test_from_text_reads_one_key_per_non_empty_line() -> None:
+    text = f"\n  {NEW.decode()}  \n\n\t{OLD.decode()}\n"
+    assert Keyring.from_text(text).key_ids == Keyring([NEW, OLD]).key_ids
+    assert Keyring.from_text("é" * 8).key_ids == Keyring(["é".encode() * 8]).key_ids  # UTF-8
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        Keyring.from_text("short\n")
+    with pytest.raises(ValueError, match="at least one key"):
+        Keyring.from_text(" \n\n")
+
+
+def test_the_same_key_twice_counts_once() -> None:
+    assert Keyring([OLD, OLD]).key_ids == Keyring([OLD]).key_ids
+
+
+def test_a_keyring_never_shows_its_keys() -> None:
+    shown = repr(Keyring([NEW, OLD]))
+    assert "key" in shown and NEW.decode() not in shown and OLD.decode() not in shown
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"node": ""},
+        {"node": "Node-A"},
+        {"node": "a" * 254},
+        {"node": "node-é"},
+        {"session": b"1234567"},
+        {"session": b"123456789"},
+        {"seq": -1},
+        {"seq": 2**64},
+    ],
+)
+def test_a_packet_refuses_what_it_cannot_carry(fields: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        replace(PROBE, **fields)  # type: ignore[arg-type]
