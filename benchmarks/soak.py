@@ -67,6 +67,9 @@ class Soak:
         self.ip_of: dict[str, str] = {}  # Service -> the IP it was given
         self.serial = 0
         self.duplicates: list[str] = []
+        self.double_by_kind: dict[str, float] = {}
+        """Longest two-MAC ARP answer per fault kind (an iteration of two faults counts for
+        both: an upper bound for each)."""
         self.lost: list[str] = []
         self.ip_changes: list[str] = []
         self.settle_times: list[float] = []
@@ -306,6 +309,8 @@ def run(soak: Soak, args: argparse.Namespace, started: float) -> None:
         doubles = [(watch.longest_double_answer(ip), ip) for ip in watch.ips]
         soak.double_answers += doubles
         worst_now = max(doubles, default=(0.0, ""))
+        for kind in kinds:
+            soak.double_by_kind[kind] = max(soak.double_by_kind.get(kind, 0.0), worst_now[0])
         with soak.step(f"settling after {', '.join(kinds)}"):
             soak.settle_and_check(args.settle_timeout)
         soak.iteration_times.append(time.monotonic() - began)
@@ -335,6 +340,10 @@ def report(soak: Soak, elapsed: float, seed: int) -> None:
         )
     worst = max(soak.double_answers, default=(0.0, "-"))
     print(f"longest two-MAC ARP answer during a fault: {worst[0]:.2f}s ({worst[1]})")
+    print(
+        "longest two-MAC ARP answer by fault kind (two-fault iterations count for both): "
+        + ", ".join(f"{k}={v:.2f}s" for k, v in sorted(soak.double_by_kind.items()))
+    )
     retried = bed.emulator.retried if bed.emulator is not None else {}
     print(
         "admin calls retried while the API restarted: "
