@@ -1,0 +1,274 @@
+"""`LivenessProber`: probes every node once per interval from each scheduler replica."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import math
+import os
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from eipctl.core.liveness_wire import (
+    SESSION_LENGTH,
+    Flag,
+    Keyring,
+    Kind,
+    Packet,
+    SeqEncoder,
+    WireError,
+    decode,
+    valid_node,
+)
+from eipctl.net.metrics import (
+    LIVENESS_PROBES_SENT,
+    LIVENESS_REPLIES_ACCEPTED,
+)
+
+from .sockets import (
+    CHUNK,
+    FAMILY_LABEL,
+    REPORT_EVERY,
+    Drops,
+    Endpoint,
+    canonical,
+    family_of,
+    open_socket,
+    source_of,
+)
+
+log = structlog.get_logger(__name__)
+
+
+class _Target:
+    """Per-node state of a prober; a node whose endpoint changes gets a new one."""
+
+    __slots__ = ("accepted", "address", "family", "host", "node", "port", "probe")
+
+    def __init__(self, node: str, address: tuple[str, int], seq: int, probe: SeqEncoder) -> None:
+        self.node = node
+        self.probe = probe  # encodes our probe to this node for a given seq
+        self.address = address  # as given, for sendto
+        self.family = family_of(address[0])
+        self.host = canonical(address[0])  # as a reply's source address reads
+        self.port = address[1]
+        self.accepted = seq  # the last seq accepted: only replies to later probes count
+
+
+class LivenessProber:
+    """Probes every target once per ``interval`` and reports each fresh reply, once.
+
+    A reply is accepted only if it decodes (right key, intact), is a REPLY in our session,
+    for a current target, from that target's (address, port), and echoes a seq we sent in
+    the last ``window`` rounds that is newer than the last one accepted for that node. Then
+    ``on_reply(node, flags)`` is called at once, from the receiving callback.
+
+    `run` sends; the sockets (one per address family, opened on first use) read replies
+    until `close`.
+    """
+
+    def __init__(
+        self,
+        keyring: Keyring,
+        *,
+        interval: float,
+        on_reply: Callable[[str, Flag], None],
+        window: int = 8,
+    ) -> None:
+        if not interval > 0 or not math.isfinite(interval):
+            raise ValueError("interval must be a positive number of seconds")
+        if window < 1:
+            raise ValueError("window must be at least 1 round")
+        self._keyring = keyring
+        self._interval = interval
+        self._on_reply = on_reply
+        self._window = window
+        self._session = os.urandom(SESSION_LENGTH)
+        self._seq = 0
+        self._targets: dict[str, _Target] = {}
+        self._sockets: dict[socket.AddressFamily, socket.socket] = {}
+        self._transports: list[asyncio.DatagramTransport] = []
+        self._endpoints: list[Endpoint] = []
+        # family -> when opening its socket last failed (retried after REPORT_EVERY)
+        self._unusable: dict[socket.AddressFamily, float] = {}
+        self._drops = Drops("prober")
+        self._accepted = 0  # replies accepted since the metric was last brought up to date
+        self._running = False
+        self._closed = False
+
+    @property
+    def session(self) -> bytes:
+        return self._session
+
+    @property
+    def seq(self) -> int:
+        """The seq of the latest round (0 before the first)."""
+        return self._seq
+
+    def set_targets(self, targets: Mapping[str, tuple[str, int]]) -> None:
+        """Probe exactly these nodes from the next round: node -> (IP literal, port).
+
+        Replaces the whole set; a node whose endpoint is unchanged keeps its state. Raises
+        ValueError (and changes nothing) if any entry is invalid.
+        """
+        fresh: dict[str, _Target] = {}
+        for node, (host, port) in targets.items():
+            if not valid_node(node):
+                raise ValueError(f"node {node!r} is not an IpNode name")
+            if not 0 < port < 65536:
+                raise ValueError(f"{node}: port {port} is not a UDP port")
+            family_of(host)
+            old = self._targets.get(node)
+            if old is not None and old.address == (host, port):
+                fresh[node] = old
+            else:
+                template = Packet(Kind.PROBE, node, self._session, 0)
+                probe = SeqEncoder(template, self._keyring)
+                fresh[node] = _Target(node, (host, port), self._seq, probe)
+        self._targets = fresh
+
+    async def run(self) -> None:
+        """Probe until cancelled (or closed): one round per ``interval``, on a fixed cadence.
+
+        Rounds start at multiples of ``interval`` from the first. One that starts late
+        (a busy loop) starts at once; rounds missed entirely are skipped, never made up for
+        in a burst.
+        """
+        if self._running or self._closed:
+            raise RuntimeError("a liveness prober runs once at a time, until closed")
+        self._running = True
+        loop = asyncio.get_running_loop()
+        next_round = loop.time()
+        try:
+            while not self._closed:
+                now = loop.time()
+                if now - next_round >= self._interval:  # whole rounds missed: skip them
+                    next_round += math.floor((now - next_round) / self._interval) * self._interval
+                await self._open_sockets(now)
+                self._seq += 1
+                self._count_accepted()
+                next_round += self._interval
+                await self._round(loop, next_round)
+                await asyncio.sleep(max(0.0, next_round - loop.time()))
+        finally:
+            self._running = False
+
+    def close(self) -> None:
+        """Close the sockets (idempotent): no more replies are read, the ports are freed."""
+        if self._closed:
+            return
+        self._closed = True
+        self._count_accepted()
+        for transport in self._transports:
+            transport.close()
+        self._sockets.clear()
+
+    async def wait_closed(self) -> None:
+        """Return once every socket is closed (after `close`)."""
+        for endpoint in self._endpoints:
+            await endpoint.closed
+
+    def _count_accepted(self) -> None:
+        """Add the replies accepted to the metric: once a round, not once a reply."""
+        if self._accepted:
+            LIVENESS_REPLIES_ACCEPTED.inc(self._accepted)
+            self._accepted = 0
+
+    async def _open_sockets(self, now: float) -> None:
+        for family in {target.family for target in self._targets.values()}:
+            if family in self._sockets:
+                continue
+            failed_at = self._unusable.get(family)
+            if failed_at is not None and now - failed_at < REPORT_EVERY:
+                continue
+            wildcard = "::" if family == socket.AF_INET6 else "0.0.0.0"
+            try:
+                sock, transport, endpoint = await open_socket(family, (wildcard, 0), self._received)
+            except OSError as exc:
+                if failed_at is None:
+                    log.warning(
+                        "liveness.socket.failed", family=FAMILY_LABEL[family], error=str(exc)
+                    )
+                self._unusable[family] = now
+                continue
+            if self._closed:  # closed while opening
+                transport.close()
+                continue
+            self._unusable.pop(family, None)
+            self._sockets[family] = sock
+            self._transports.append(transport)
+            self._endpoints.append(endpoint)
+
+    async def _round(self, loop: asyncio.AbstractEventLoop, next_round: float) -> None:
+        """Probe each target once; more than `CHUNK` targets are spread until ``next_round``."""
+        targets = list(self._targets.values())
+        chunks = math.ceil(len(targets) / CHUNK)
+        started = loop.time()
+        for n in range(chunks):
+            if n:
+                await asyncio.sleep(
+                    max(0.0, started + n * (next_round - started) / chunks - loop.time())
+                )
+                if self._closed:
+                    return
+            self._send_chunk(targets[n * CHUNK : (n + 1) * CHUNK])
+
+    def _send_chunk(self, chunk: list[_Target]) -> None:
+        seq, current = self._seq, self._targets
+        sent = {socket.AF_INET: 0, socket.AF_INET6: 0}
+        for target in chunk:
+            if current.get(target.node) is not target:  # removed or changed since the round began
+                continue
+            sock = self._sockets.get(target.family)
+            try:
+                if sock is None:
+                    raise OSError(errno.EAFNOSUPPORT, "no socket for this address family")
+                sock.sendto(target.probe.encode(seq), target.address)
+            except OSError as exc:
+                self._drops.unsent(exc, f"{target.node} {source_of(target.address)}")
+                continue
+            sent[target.family] += 1
+        for family, count in sent.items():
+            if count:
+                LIVENESS_PROBES_SENT.labels(family=FAMILY_LABEL[family]).inc(count)
+
+    def _received(self, data: bytes, addr: tuple[Any, ...]) -> None:
+        try:
+            reply = decode(data, self._keyring)
+        except WireError as exc:
+            self._drops.rejected(exc.reason, addr)
+            return
+        target = self._targets.get(reply.node)
+        reason = self._refusal(reply, target, addr)
+        if reason is not None:
+            self._drops.rejected(reason, addr)
+            return
+        assert target is not None
+        target.accepted = reply.seq
+        self._accepted += 1
+        try:
+            self._on_reply(reply.node, reply.flags)
+        except Exception as exc:  # a failing consumer must not stop the replies being read
+            self._drops.failed("on_reply", exc)
+
+    def _refusal(self, reply: Packet, target: _Target | None, addr: tuple[Any, ...]) -> str | None:
+        """Why ``reply`` (from ``addr``) does not count; None if it does."""
+        if reply.kind != Kind.REPLY:
+            return "not_reply"
+        if reply.session != self._session:
+            return "session"
+        if target is None:
+            return "unknown_node"
+        host = addr[0]
+        if addr[1] != target.port or (host != target.host and canonical(host) != target.host):
+            return "source"
+        if reply.seq > self._seq:
+            return "unsent_seq"
+        if reply.seq <= self._seq - self._window:
+            return "stale"
+        if reply.seq <= target.accepted:
+            return "replay"
+        return None
