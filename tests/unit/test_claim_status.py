@@ -56,24 +56,42 @@ def applied(obj: dict[str, Any], mutation: Mutation) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("node", "phase", "bound", "want_phase", "want_bound"),
+    ("node", "phase", "bound", "want_phase", "want_bound", "want_previous"),
     [
-        ("n2", "Bound", "n1", "Scheduled", None),  # moved: reset, clear boundNode
-        ("n2", "Bound", "n2", "Bound", "n2"),  # the new node already bound it: keep
-        ("n2", "", "", "Scheduled", None),
-        ("n2", "Failed", "n1", "Scheduled", None),
-        ("", "Bound", "n1", "Pending", None),
+        ("n2", "Bound", "n1", "Scheduled", None, "n1"),  # moved: boundNode -> previousNode
+        ("n2", "Bound", "n2", "Bound", "n2", None),  # the new node already bound it: keep
+        ("n2", "", "", "Scheduled", None, None),
+        ("n2", "Failed", "n1", "Scheduled", None, "n1"),
+        ("", "Bound", "n1", "Pending", None, "n1"),
     ],
 )
 def test_scheduled_status_follows_the_fresh_node(
-    node: str, phase: str, bound: str, want_phase: str, want_bound: str | None
+    node: str,
+    phase: str,
+    bound: str,
+    want_phase: str,
+    want_bound: str | None,
+    want_previous: str | None,
 ) -> None:
     out = applied(scheduler_claim(node, phase or "Pending", bound), scheduled_status("m", now=NOW))
     assert out["status"]["phase"] == want_phase
     assert out["status"].get("boundNode") == want_bound
+    assert out["status"].get("previousNode") == want_previous
     (cond,) = out["status"]["conditions"]
     assert cond["type"] == "Scheduled"
     assert cond["status"] == ("True" if node else "False")
+
+
+def test_previous_node_lasts_until_bound_again() -> None:
+    """Moved off n1, then bound on n2: the take-over rule needs n1 only in between."""
+    moved = applied(scheduler_claim("n2", "Bound", "n1"), scheduled_status("m", now=NOW))
+    assert moved["status"]["previousNode"] == "n1"
+    again = applied(moved, scheduled_status("m", now=NOW))  # a repeat keeps it
+    assert again["status"]["previousNode"] == "n1"
+    bound = applied(again, mark_bound("n2"))
+    assert (bound["status"]["boundNode"], bound["status"].get("previousNode")) == ("n2", None)
+    assert IpClaim.from_dict(moved).status.previous_node == "n1"
+    assert IpClaim.from_dict(moved).to_dict()["status"]["previousNode"] == "n1"
 
 
 def test_condition_keeps_transition_time_when_status_holds() -> None:

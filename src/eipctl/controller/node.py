@@ -80,7 +80,7 @@ class ClaimCache:
         self._node = node
         self._on_change = on_change
         self._informer = self._new()
-        self._refreshing = False
+        self._refreshing: object | None = None
 
     def _new(self) -> Informer:
         selector = f"{LABEL_NODE}={self._node}" if is_label_value(self._node) else None
@@ -90,7 +90,7 @@ class ClaimCache:
 
     @property
     def has_synced(self) -> bool:
-        return self._informer.has_synced and not self._refreshing
+        return self._informer.has_synced and self._refreshing is None
 
     def objects(self) -> list[Obj]:
         return self._informer.objects()
@@ -101,19 +101,28 @@ class ClaimCache:
     def start(self) -> None:
         self._informer.start()
 
-    async def refresh(self) -> None:
-        """Swap in a freshly listed informer; passes wait (do nothing) meanwhile."""
-        self._refreshing = True
+    def start_refresh(self) -> asyncio.Task[None]:
+        """Swap in a freshly listed informer, in the background; passes wait (do nothing)
+        from this call on, not from when the task first runs: a pass the same wake-up
+        triggers must not act on the old cache (a thawed node re-adding and announcing
+        addresses that have moved away, soak seed 202)."""
+        token = object()
+        self._refreshing = token
+        return asyncio.create_task(self._refresh(token), name="claims-refresh")
+
+    async def _refresh(self, token: object) -> None:
         fresh = self._new()
         fresh.start()
         try:
             await fresh.wait_synced()
         except BaseException:
             await fresh.stop()
-            self._refreshing = False
+            if self._refreshing is token:
+                self._refreshing = None
             raise
         old, self._informer = self._informer, fresh
-        self._refreshing = False
+        if self._refreshing is token:
+            self._refreshing = None
         await old.stop()
         log.info("claims.relisted", node=self._node, claims=len(fresh))
         self._on_change()
@@ -366,7 +375,7 @@ class NodeController:
         if transition is FenceTransition.RESTORE:
             if self._refresh is not None:
                 self._refresh.cancel()
-            self._refresh = asyncio.create_task(self.claims.refresh(), name="claims-refresh")
+            self._refresh = self.claims.start_refresh()
         self._trigger.set()
 
     async def _claim_fresh(self, name: str) -> Obj | None:

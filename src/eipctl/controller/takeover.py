@@ -78,7 +78,8 @@ class Takeover:
         addr = placed.address
         if placed.shared or self._prober is None:
             return ConflictDecision.ADD
-        holder = claim.status.bound_node or None
+        # bound elsewhere still, or moved off a node (the move's status write keeps it)
+        holder = claim.status.bound_node or claim.status.previous_node or None
         liveness: HolderState | None = None
         if holder and holder != self._node:
             liveness = await self._holder_state(holder)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from eipctl.core.claims import BOUND_NODE, PHASE, is_all_nodes, node_of
+from eipctl.core.claims import BOUND_NODE, PHASE, PREVIOUS_NODE, is_all_nodes, node_of
 from eipctl.core.conditions import Condition, ConditionStatus, find_condition, put_condition
 from eipctl.core.fields import Mutation, Obj
 from eipctl.core.resources import IpClaim
@@ -54,12 +54,16 @@ def _status(obj: Obj) -> dict[str, Any]:
 def _bound(status: dict[str, Any], node: str) -> None:
     status[PHASE] = "Bound"
     status[BOUND_NODE] = node
+    status.pop(PREVIOUS_NODE, None)
 
 
 def _unbound(status: dict[str, Any], phase: str) -> None:
-    """A phase short of Bound: ``boundNode`` goes with the old one."""
+    """A phase short of Bound: ``boundNode`` goes with the old one, and is kept as
+    ``previousNode`` for the next holder's take-over rule (`controller.takeover`)."""
     status[PHASE] = phase
-    status.pop(BOUND_NODE, None)
+    was = status.pop(BOUND_NODE, None)
+    if was:
+        status[PREVIOUS_NODE] = was
 
 
 def _condition(

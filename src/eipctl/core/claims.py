@@ -52,6 +52,9 @@ NODE_BOUND: Final = "nodeBound"
 PHASE: Final = "phase"
 BOUND_NODE: Final = "boundNode"
 """status: the node that reported the IP on its link."""
+PREVIOUS_NODE: Final = "previousNode"
+"""status: the node it was bound on before the scheduler moved it (until bound again): the
+new holder asks whether that node is declared dead, and skips its address probe if so."""
 CONDITIONS: Final = "conditions"
 
 

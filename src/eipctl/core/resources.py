@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Final, Literal, Self, cast, get_args
 
 from eipctl.core.claims import (
     BOUND_NODE,
+    PREVIOUS_NODE,
     CONDITIONS,
     IP,
     LINK,
@@ -279,6 +280,8 @@ class IpClaimStatus:
     phase: ClaimPhase = "Pending"
     bound_node: str = ""
     """The node that reported the IP on its link."""
+    previous_node: str = ""
+    """Where it was bound before the scheduler moved it, until it is bound again."""
     conditions: tuple[Condition, ...] = ()
 
     @classmethod
@@ -289,6 +292,7 @@ class IpClaimStatus:
         return cls(
             phase=cast(ClaimPhase, phase),
             bound_node=get_str(d, BOUND_NODE, path),
+            previous_node=get_str(d, PREVIOUS_NODE, path),
             conditions=conditions_from_list(d.get(CONDITIONS), join(path, CONDITIONS)),
         )
 
@@ -296,6 +300,8 @@ class IpClaimStatus:
         out: dict[str, Any] = {PHASE: self.phase}
         if self.bound_node:
             out[BOUND_NODE] = self.bound_node
+        if self.previous_node:
+            out[PREVIOUS_NODE] = self.previous_node
         conditions_out(out, self.conditions)
         return out
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.controller.node import ClaimCache, NodeController, NodeSettings
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import EVENTS, IPCLAIMS, IPNODES, NODES, KubeApi, Obj
@@ -530,3 +530,24 @@ async def test_without_a_liveness_address_the_links_own_address_is_used(bed: Bed
     controller = bed.start(replace(FAST, liveness_port=0), keyring=KEYRING)
     await eventually(controller.ready)
     assert (await bed.api.get(IPNODES, NODE))["spec"]["livenessAddress"] == "127.0.0.1"
+
+
+async def test_a_claims_refresh_holds_passes_from_the_call_on(bed: Bed) -> None:
+    """After a restore the claims are relisted; a pass woken by the same restore must see
+    "not synced" at once, not only once the refresh task first runs (a thawed node acting
+    on its old cache re-added and announced addresses that had moved away)."""
+    cache = ClaimCache(bed.api, NODE, lambda: None)
+    cache.start()
+    try:
+        await eventually(lambda: cache.has_synced)
+        first = cache.start_refresh()
+        assert not cache.has_synced
+        second = cache.start_refresh()  # a second restore: the first is cancelled
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        assert not cache.has_synced  # the cancelled one does not clear the second's hold
+        await second
+        assert cache.has_synced
+    finally:
+        await cache.stop()

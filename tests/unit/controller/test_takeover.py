@@ -71,12 +71,17 @@ class Fakes:
             ]
         self.holder = {"metadata": {"name": "node-old"}, "status": status}
 
-    async def decide(self, *, shared: bool = False, bound: str = "node-old") -> ConflictDecision:
+    async def decide(
+        self, *, shared: bool = False, bound: str = "node-old", previous: str = ""
+    ) -> ConflictDecision:
+        status: dict[str, Any] = {"phase": "Bound", "boundNode": bound} if bound else {}
+        if previous:
+            status = {"phase": "Scheduled", "previousNode": previous}
         claim = IpClaim.from_dict(
             {
                 "metadata": {"name": "203-0-113-7"},
                 "spec": {"ip": IP, "nodeName": NODE},
-                "status": {"phase": "Bound", "boundNode": bound} if bound else {},
+                "status": status,
             }
         )
         placed = PlacedClaim(claim.name, Address("eth0", ipaddress.ip_address(IP), 32), shared)
@@ -94,6 +99,14 @@ async def test_a_holder_declared_dead_is_replaced_without_a_probe(f: Fakes) -> N
     assert await f.decide() is ConflictDecision.ADD
     assert f.probes == 0
     assert f.conflicts == []
+
+
+async def test_the_move_s_previous_node_counts_as_the_holder(f: Fakes) -> None:
+    """The scheduler's move clears boundNode and keeps it as previousNode: the claim may reach
+    us with either, and both must skip the probe when that node is declared dead."""
+    f.judged("False")
+    assert await f.decide(bound="", previous="node-old") is ConflictDecision.ADD
+    assert (f.probes, f.holder_reads) == (0, 1)
 
 
 async def test_a_live_holder_that_answers_is_waited_for(f: Fakes) -> None:
