@@ -71,6 +71,12 @@ HANDOVER_RECHECK = 0.2
 class ClaimSource(Protocol):
     @property
     def has_synced(self) -> bool: ...
+    @property
+    def generation(self) -> int:
+        """Bumped when the cache is replaced (a relist after a restore): decisions a pass
+        made from the old cache are void."""
+        ...
+
     def objects(self) -> list[Obj]: ...
 
 
@@ -124,6 +130,7 @@ class LinkReconciler:
         self._links_used: set[str] = set()
         self._missing_links_reported: set[str] = set()
         self._retry: float | None = None
+        self._generation = 0
         self._first_seen: dict[str, float | None] = {}
         """claim -> when first seen placed here (None once counted in time-to-bound)."""
         self._held: set[Address] = set()
@@ -141,6 +148,7 @@ class LinkReconciler:
         """
         started = time.monotonic()
         self._retry = None
+        self._generation = self._claims.generation
         fenced = release or self._fence.fenced
         if not fenced and not self._claims.has_synced:
             return None  # never purge from a cache that has not listed yet
@@ -271,6 +279,11 @@ class LinkReconciler:
         addr = placed.address
         decision = await self._takeover.decide(placed, claim)
         if decision is ConflictDecision.WAIT:
+            return
+        if self._claims.generation != self._generation or not self._claims.has_synced:
+            # the claims were relisted while we probed (a node thawed: fenced, restored):
+            # this add was decided from the old cache; the next pass decides again
+            log.info("address.add.skipped", claim=claim.name, reason="claims-relisted")
             return
         if not self._fence.may_hold():  # the probe took time; the API may have gone
             log.info("address.add.skipped", claim=claim.name, reason="api-stale")

@@ -81,6 +81,8 @@ class ClaimCache:
         self._on_change = on_change
         self._informer = self._new()
         self._refreshing: object | None = None
+        self.generation = 0
+        """Bumped by every refresh (`LinkReconciler` voids decisions from the old cache)."""
 
     def _new(self) -> Informer:
         selector = f"{LABEL_NODE}={self._node}" if is_label_value(self._node) else None
@@ -108,6 +110,7 @@ class ClaimCache:
         addresses that have moved away, soak seed 202)."""
         token = object()
         self._refreshing = token
+        self.generation += 1
         return asyncio.create_task(self._refresh(token), name="claims-refresh")
 
     async def _refresh(self, token: object) -> None:

@@ -24,6 +24,7 @@ class Claims:
     def __init__(self) -> None:
         self.items: list[Obj] = []
         self.has_synced = True
+        self.generation = 0
 
     def objects(self) -> list[Obj]:
         return self.items
@@ -265,3 +266,22 @@ async def test_release_all_and_admin_addresses(h: Harness) -> None:
     await h.reconciler.release_all()
     assert await h.managed() == {}
     assert [str(a.ip) for a in await h.backend.list_all("eth0")] == ["192.0.2.2"]
+
+
+async def test_an_add_decided_before_a_relist_is_dropped(h: Harness) -> None:
+    """A thawed node: the pass plans from its old cache, probes, and meanwhile the claims
+    are relisted (fence, restore). The add must not happen (nor its announcement): the
+    claim may have moved away while the node was frozen. The next pass decides afresh."""
+    h.claims.place("203.0.113.7")
+
+    async def probe_during_a_relist(link: str, ip: Any, /) -> ProbeConflict | None:
+        h.claims.generation += 1  # what ClaimCache.start_refresh does
+        h.claims.items = []  # the fresh list: the claim is no longer ours
+        return None
+
+    h.reconciler._takeover._prober = probe_during_a_relist
+    await h.reconciler.reconcile()
+    assert await h.managed() == {}
+    assert h.announced == []
+    await h.reconciler.reconcile()  # the next pass: nothing placed here, nothing added
+    assert await h.managed() == {}

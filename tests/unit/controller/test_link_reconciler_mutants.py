@@ -60,6 +60,7 @@ class Claims:
     def __init__(self) -> None:
         self.items: list[Obj] = []
         self.has_synced = True
+        self.generation = 0
 
     def objects(self) -> list[Obj]:
         return self.items
