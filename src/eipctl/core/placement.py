@@ -19,8 +19,8 @@ Rules (docs/design.md, "Flows", "Place"):
   ``all``: no node at all: the claim is marked for every eligible node (the scheduler
   process then keeps one per-node claim per eligible node).
 - No live candidate: the decision says so (``to_node == ""``, ``no_live_node``) and the claim
-  is left where it is. A scheduler that lost its view of the nodes (no replies at all) sees every node dead;
-  it must not strip every claim off its node because of that.
+  is left where it is. A scheduler that lost its view of the nodes (no replies at all) sees
+  every node dead; it must not strip every claim off its node because of that.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from typing import Any, ClassVar, Final, Literal, Self, cast, get_args
 
 from eipctl.core.claims import (
     BOUND_NODE,
-    PREVIOUS_NODE,
     CONDITIONS,
     IP,
     LINK,
@@ -27,6 +26,7 @@ from eipctl.core.claims import (
     NODE_NAME,
     PHASE,
     PREFIX_LENGTH,
+    PREVIOUS_NODE,
     SERVICES,
 )
 from eipctl.core.conditions import Condition, conditions_from_list
