@@ -31,10 +31,15 @@ RESTART_DELAY_MAX = 10.0
 STABLE_AFTER = 30.0  # a child that ran this long gets its restart delay reset
 
 
-def component_argv(command: str, kubeconfig: Path, log_level: str) -> list[str]:
-    """Flags for `eipctl allocator` / `eipctl scheduler` inside the sandbox."""
+def component_argv(
+    command: str, kubeconfig: Path, log_level: str, *, liveness_key_file: Path | None = None
+) -> list[str]:
+    """Flags for `eipctl allocator` / `eipctl scheduler` inside the sandbox (the scheduler
+    also gets the liveness key it signs its probes with)."""
+    key = [] if liveness_key_file is None else ["--liveness-key-file", str(liveness_key_file)]
     return [
         command,
+        *key,
         "--kubeconfig",
         str(kubeconfig),
         "--metrics-bind-address",

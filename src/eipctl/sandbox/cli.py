@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 import sys
 from dataclasses import replace
@@ -31,6 +32,8 @@ from eipctl.sandbox.netns import unavailable as netns_unavailable
 log = structlog.get_logger(__name__)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+FILES_BASE = 1024
+FILES_PER_NODE = 8  # a simulated node's API connections (both ends), its watch, its UDP socket
 
 
 def main(action: str, node: str | None, settings: SandboxSettings) -> int:
@@ -73,6 +76,20 @@ def _log_to_file(path: Path, level: str) -> TextIO:
     return stream
 
 
+def raise_file_limit(nodes: int) -> None:
+    """Enough file descriptors for `nodes` simulated nodes in this process: the soft limit
+    is raised towards the hard one (a thousand nodes need ~9,000; many shells give 1,024)."""
+    want = FILES_BASE + FILES_PER_NODE * nodes
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if new > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    if new < want:
+        log.warning("sandbox.file_limit.low", limit=new, wanted=want, nodes=nodes)
+
+
 def run(settings: SandboxSettings) -> int:
     try:
         pool_cidr = check_pool_cidr(settings.pool_cidr)
@@ -82,6 +99,8 @@ def run(settings: SandboxSettings) -> int:
         return _usage(reason)
     settings = replace(settings, pool_cidr=pool_cidr)
     log_stream = _log_to_file(Path(settings.state_dir) / "sandbox.log", settings.log_level)
+    if not settings.netns:
+        raise_file_limit(settings.nodes)
     try:
         return asyncio.run(_run(settings))
     except asyncio.CancelledError:  # a second Ctrl-C cut the shutdown short

@@ -3,13 +3,16 @@
 Each node is a machine with one link (``eth0``, its own MAC) on a shared `Segment`, the
 simulated L2 domain whose router's neighbour table shows which MAC answers for an IP. The
 controller is the real one (`eipctl.controller.node.NodeController`) with the in-memory
-backend, announcer and prober injected; only the edges are simulated.
+backend, announcer and prober injected; only the edges are simulated. Liveness is not
+simulated: each controller answers the schedulers' authenticated UDP probes for real
+(docs/liveness.md), on its own loopback address, 127.1.x.y from the node's index (Linux
+answers all of 127/8 on ``lo``: nothing to create), on a port the kernel picks.
 
-Killing a node is a machine dying: its controller stops (no more heartbeats, no goodbye:
-addresses are not released through the API) and its link leaves the segment with every
-address on it. Reviving boots the machine again: an empty link with the same MAC, a fresh
-controller that registers its IpNode and resumes heartbeating. The scheduler notices both
-on its own, from the heartbeat, as it would in a cluster.
+Killing a node is a machine dying: its liveness replies stop at once, its controller stops
+(no goodbye: addresses are not released through the API) and its link leaves the segment
+with every address on it. Reviving boots the machine again: an empty link with the same
+MAC, a fresh controller that answers probes again and registers its IpNode (with its new
+port). The scheduler notices both on its own, from the replies, as it would in a cluster.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import structlog
 
 from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.controller.process import node_settings
+from eipctl.core.liveness_wire import Keyring
 from eipctl.kube.client import KubeApi, connect
 from eipctl.net.link import IPAddress, parse_ip
 from eipctl.net.memory import MemoryLinkBackend, Segment
@@ -36,7 +40,14 @@ ANNOUNCE_COUNT = 3
 ANNOUNCE_INTERVAL = 0.2  # no real ARP cache to outlast in memory; keep failover snappy
 STOP_TIMEOUT = 3.0
 RESTART_DELAY = 1.0
+BOOT_WAVE = 25
+"""Nodes powered on together; the next wave waits until these have registered. A controller
+that starts costs ~50 ms of CPU (two API clients, each loading the CA bundle); a thousand
+starting at once would hold the shared loop for a minute, and every one of them would fence
+before its first API check came back."""
+BOOT_WAVE_WAIT = 10.0
 LINK = "eth0"
+LIVENESS_PORT = 0  # any: two sandboxes (or test runs) side by side never collide
 
 
 class NodeState(enum.StrEnum):
@@ -62,6 +73,14 @@ def _mac_for(index: int) -> bytes:
     return bytes([0x02, 0xE1, 0, 0, (index >> 8) & 0xFF, index & 0xFF])
 
 
+def liveness_address(index: int) -> str:
+    """Where node `index` answers liveness probes: node-1 on 127.1.0.1, node-1000 on
+    127.1.3.232 (every address of 127/8 is local on Linux)."""
+    if not 0 < index < 1 << 16:
+        raise ValueError(f"node index {index} out of range 1..65535")
+    return f"127.1.{index >> 8}.{index & 0xFF}"
+
+
 class SimulatedNode:
     def __init__(
         self,
@@ -71,12 +90,15 @@ class SimulatedNode:
         segment: Segment,
         kubeconfig: Path,
         settings: NodeSettings,
+        keyring: Keyring | None = None,
     ) -> None:
+        """``keyring``: the liveness key; None runs the controller without a responder."""
         self.name = name
         self.mac = _mac_for(index)
         self.segment = segment
         self.kubeconfig = kubeconfig
         self.settings = settings
+        self.keyring = keyring
         self.state = NodeState.KILLED
         self.boots = 0
         self.backend: MemoryLinkBackend | None = None
@@ -116,6 +138,17 @@ class SimulatedNode:
         self._task = asyncio.create_task(self._life(backend, self._stop), name=f"node-{self.name}")
         log.info("node.booted", node=self.name, boots=self.boots)
 
+    async def wait_registered(self, within: float) -> bool:
+        """Whether the controller has registered its IpNode within `within` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while loop.time() < deadline and self.state is NodeState.UP:
+            controller = self.controller
+            if controller is not None and controller.registered.is_set():
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
     async def revive(self) -> None:
         """`boot`, after any kill in progress has finished."""
         async with self._lock:
@@ -131,6 +164,7 @@ class SimulatedNode:
         if self.state is not NodeState.UP:
             raise NodeError(f"{self.name} is not running")
         self.state = NodeState.KILLED
+        self._silence()  # power gone: no reply to the next probe, whatever the shutdown does
         self._stop.set()
         task, self._task = self._task, None
         if task is not None:
@@ -145,6 +179,11 @@ class SimulatedNode:
         self._unplug()
         log.info("node.killed", node=self.name, dropped=held)
         return held
+
+    def _silence(self) -> None:
+        controller = self.controller
+        if controller is not None and controller.responder is not None:
+            controller.responder.close()
 
     def _unplug(self) -> None:
         backend, self.backend = self.backend, None
@@ -194,9 +233,11 @@ class SimulatedNode:
                 backend=backend,
                 announcer=announcer,
                 prober=backend.probe,
+                keyring=self.keyring,
             )
             await self.controller.run(stop)
         finally:
+            self._silence()  # also when the shutdown was cut short
             self.controller = None
             for client in apis:
                 with contextlib.suppress(Exception):
@@ -206,7 +247,9 @@ class SimulatedNode:
 class Fleet:
     """The simulated nodes, by name."""
 
-    def __init__(self, names: list[str], *, kubeconfig: Path) -> None:
+    def __init__(
+        self, names: list[str], *, kubeconfig: Path, keyring: Keyring | None = None
+    ) -> None:
         self.segment = Segment()
         defaults = ControllerSettings()
         self.nodes = {
@@ -217,9 +260,12 @@ class Fleet:
                 kubeconfig=kubeconfig,
                 # restart_grace 0: a kill is a crash, never a clean restart that asks the
                 # scheduler to wait before moving the node's IPs
-                settings=node_settings(
-                    replace(defaults, node_name=name, iface=LINK, restart_grace=0.0)
+                settings=replace(
+                    node_settings(replace(defaults, node_name=name, iface=LINK, restart_grace=0.0)),
+                    liveness_address=liveness_address(index),
+                    liveness_port=LIVENESS_PORT,
                 ),
+                keyring=keyring,
             )
             for index, name in enumerate(names, start=1)
         }
@@ -228,15 +274,31 @@ class Fleet:
         try:
             return self.nodes[name]
         except KeyError:
-            known = ", ".join(self.nodes)
+            names = list(self.nodes)
+            known = ", ".join(names if len(names) <= 10 else [*names[:3], "...", names[-1]])
             raise NodeError(f"no node {name!r} (nodes: {known})") from None
 
     def boot_all(self) -> None:
         for node in self.nodes.values():
             node.boot()
 
-    async def start(self) -> None:
-        self.boot_all()
+    async def start(
+        self, stop: asyncio.Event | None = None, *, after_wave: Callable[[], None] | None = None
+    ) -> None:
+        """Boot every node, `BOOT_WAVE` at a time (each wave once the previous one has
+        registered, or after `BOOT_WAVE_WAIT`); `stop` ends the boot early. `after_wave` is
+        called once each wave has registered (or the wait ran out)."""
+        nodes = list(self.nodes.values())
+        for first in range(0, len(nodes), BOOT_WAVE):
+            if stop is not None and stop.is_set():
+                return
+            wave = nodes[first : first + BOOT_WAVE]
+            for node in wave:
+                node.boot()
+            if first + BOOT_WAVE < len(nodes):
+                await asyncio.gather(*(n.wait_registered(BOOT_WAVE_WAIT) for n in wave))
+                if after_wave is not None:
+                    after_wave()
 
     def holder_of(self, ip: str) -> str | None:
         """The node whose link carries `ip` right now (first one, if several)."""

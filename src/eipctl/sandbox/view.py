@@ -19,6 +19,9 @@ Obj = Mapping[str, Any]
 
 HEADERS = ("SERVICE", "IP", "NODE", "PHASE", "ON LINK")
 NO_IP = "-"
+NODES_NAMED = 12
+"""Up to this many nodes, each is named on the nodes line; more are counted, and only the
+ones holding addresses or not up are named (the sandbox runs up to 1,000)."""
 
 
 @dataclass(frozen=True)
@@ -119,14 +122,21 @@ def _table(rows: Iterable[tuple[str, ...]]) -> list[str]:
     ]
 
 
+def _node_part(n: NodeLine) -> str:
+    if n.state == "up":
+        return f"{n.name} up ({n.addresses} IP{'s' if n.addresses != 1 else ''})"
+    return f"{n.name} {n.state.upper()}"
+
+
 def render_nodes(nodes: Iterable[NodeLine]) -> str:
-    parts = []
-    for n in nodes:
-        if n.state == "up":
-            parts.append(f"{n.name} up ({n.addresses} IP{'s' if n.addresses != 1 else ''})")
-        else:
-            parts.append(f"{n.name} {n.state.upper()}")
-    return "nodes: " + ", ".join(parts)
+    everyone = list(nodes)
+    if len(everyone) <= NODES_NAMED:
+        return "nodes: " + ", ".join(_node_part(n) for n in everyone)
+    up = sum(1 for n in everyone if n.state == "up")
+    named = [_node_part(n) for n in everyone if n.state != "up" or n.addresses]
+    shown = named[:NODES_NAMED]
+    more = f", ... {len(named) - len(shown)} more" if len(named) > len(shown) else ""
+    return f"nodes: {up}/{len(everyone)} up; " + ", ".join(shown) + more
 
 
 def render(snapshot: Snapshot, *, max_rows: int | None = None) -> list[str]:
@@ -164,6 +174,10 @@ def describe_changes(old: Snapshot | None, new: Snapshot) -> list[str]:
             continue  # the Service got its IP: the new row says so
         out.append(f"{stamp} {key[0]} {key[1]} gone")
     out += [f"{stamp} {note}" for note in new.notes if not old or note not in old.notes]
+    if old is None and len(new.nodes) > NODES_NAMED:  # a thousand "node-N up" lines say less
+        states = sorted({n.state for n in new.nodes})
+        counts = ", ".join(f"{sum(1 for n in new.nodes if n.state == s)} {s}" for s in states)
+        return [*out, f"{stamp} nodes: {counts}"]
     old_nodes = {n.name: n.state for n in old.nodes} if old else {}
     for n in new.nodes:
         if old_nodes.get(n.name) != n.state:

@@ -46,7 +46,12 @@ async def test_child_that_exits_is_started_again(tmp_path: Path) -> None:
 async def test_stop_terminates_a_running_component(apiserver: ApiServer, tmp_path: Path) -> None:
     install_crds(apiserver)
     config = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
-    child = Child("scheduler", component_argv("scheduler", config, "info"), tmp_path / "s.log")
+    key = tmp_path / "liveness.key"
+    key.write_text("sandbox-test-key-0123456789\n")
+    argv = component_argv("scheduler", config, "info", liveness_key_file=key)
+    assert argv[:3] == ["scheduler", "--liveness-key-file", str(key)]
+    assert "--liveness-key-file" not in component_argv("allocator", config, "info")
+    child = Child("scheduler", argv, tmp_path / "s.log")
     children = Children([child])
     children.start()
     try:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 from pathlib import Path
 
 from eipctl.runtime.config import SandboxSettings
 from eipctl.sandbox.control import request
-from eipctl.sandbox.session import Sandbox
+from eipctl.sandbox.session import GC_THRESHOLDS, Sandbox
 
 
 async def test_boot_serve_and_shut_down(tmp_path: Path) -> None:
@@ -21,10 +22,16 @@ async def test_boot_serve_and_shut_down(tmp_path: Path) -> None:
     out = io.StringIO()
     box = Sandbox(settings, out=out, tty=False)
     stop = asyncio.Event()
+    collector = gc.get_threshold()
     await box.boot(stop)
     try:
+        assert gc.get_threshold() == GC_THRESHOLDS
         assert (tmp_path / "sandbox.kubeconfig").exists()
         assert (tmp_path / "state").stat().st_mode & 0o077 == 0
+        key = tmp_path / "state" / "liveness.key"
+        assert key.stat().st_mode & 0o077 == 0 and len(key.read_text().strip()) >= 32
+        scheduler = next(c for c in box.children.children if c.name == "scheduler")
+        assert scheduler.argv[1:3] == ["--liveness-key-file", str(key)]
         async with asyncio.timeout(60):
             while True:
                 snap = await box.snapshot()
@@ -62,6 +69,7 @@ async def test_boot_serve_and_shut_down(tmp_path: Path) -> None:
         await box.shutdown()
     assert not (tmp_path / "state" / "control.sock").exists()
     assert all(not c.running for c in box.children.statuses())
+    assert gc.get_threshold() == collector and gc.get_freeze_count() == 0
     summary = box.summary()[-1]
     assert "3/3 services had an IP" in summary and "1 kill(s), 1 revive(s)" in summary
-    assert "node-1 killed: heartbeat stopped" in out.getvalue()
+    assert "node-1 killed: liveness replies stopped" in out.getvalue()

@@ -81,6 +81,16 @@ def test_render_aligns_columns_and_summarises() -> None:
     assert lines[-1] == "1/2 services have an IP, 1 claims Bound, 12s"
 
 
+def test_a_thousand_nodes_fit_on_one_line() -> None:
+    nodes = tuple(NodeLine(f"node-{n}", "up", 1 if n in (7, 900) else 0) for n in range(1, 1001))
+    nodes = (*nodes[:4], NodeLine("node-5", "killed", 0), *nodes[5:])
+    lines = render(Snapshot(1.0, (), nodes))
+    assert lines[-2] == "nodes: 999/1000 up; node-5 KILLED, node-7 up (1 IP), node-900 up (1 IP)"
+    assert describe_changes(None, Snapshot(1.0, (), nodes)) == ["[   1.0s] nodes: 1 killed, 999 up"]
+    busy = tuple(NodeLine(f"node-{n}", "up", 1) for n in range(1, 21))
+    assert render(Snapshot(1.0, (), busy))[-2].endswith("node-12 up (1 IP), ... 8 more")
+
+
 def test_render_truncates_to_room() -> None:
     rows = tuple(Row(f"default/s{i}", NO_IP, "", "no IP yet", "") for i in range(10))
     lines = render(Snapshot(0, rows, NODES), max_rows=3)
