@@ -103,10 +103,6 @@ class Sandbox:
             ]
         )
         self.scheduler = next(c for c in self.children.children if c.name == "scheduler")
-        if isinstance(self.fleet, NetnsFleet):  # the scheduler must reach the nodes' UDP
-            self.fleet.adopt_scheduler(
-                next(c for c in self.children.children if c.name == "scheduler")
-            )
         self.control = ControlServer(self.state_dir, self.handle)
         self.out = out
         self.view = LiveView(out, tty=tty)
