@@ -80,9 +80,10 @@ class ClaimCache:
         self._node = node
         self._on_change = on_change
         self._informer = self._new()
-        self._refreshing: object | None = None
         self.generation = 0
         """Bumped by every refresh (`LinkReconciler` voids decisions from the old cache)."""
+        self._settled = 0
+        """The last generation whose refresh ended; behind `generation` while one runs."""
 
     def _new(self) -> Informer:
         selector = f"{LABEL_NODE}={self._node}" if is_label_value(self._node) else None
@@ -92,7 +93,7 @@ class ClaimCache:
 
     @property
     def has_synced(self) -> bool:
-        return self._informer.has_synced and self._refreshing is None
+        return self._informer.has_synced and self._settled == self.generation
 
     def objects(self) -> list[Obj]:
         return self._informer.objects()
@@ -108,24 +109,25 @@ class ClaimCache:
         from this call on, not from when the task first runs: a pass the same wake-up
         triggers must not act on the old cache (a thawed node re-adding and announcing
         addresses that have moved away, soak seed 202)."""
-        token = object()
-        self._refreshing = token
         self.generation += 1
-        return asyncio.create_task(self._refresh(token), name="claims-refresh")
+        return asyncio.create_task(self._refresh(self.generation), name="claims-refresh")
 
-    async def _refresh(self, token: object) -> None:
+    def _settle(self, generation: int) -> None:
+        """A refresh ended; only the newest one lets passes act again."""
+        if generation == self.generation:
+            self._settled = generation
+
+    async def _refresh(self, generation: int) -> None:
         fresh = self._new()
         fresh.start()
         try:
             await fresh.wait_synced()
         except BaseException:
             await fresh.stop()
-            if self._refreshing is token:
-                self._refreshing = None
+            self._settle(generation)
             raise
         old, self._informer = self._informer, fresh
-        if self._refreshing is token:
-            self._refreshing = None
+        self._settle(generation)
         await old.stop()
         log.info("claims.relisted", node=self._node, claims=len(fresh))
         self._on_change()

@@ -2,7 +2,10 @@
 
 A controller must let go of its addresses when it cannot see the API (it could not learn
 that its claims moved). Writes are not needed to know that: every `interval` a GET of our
-own IpNode (or its NotFound) shows the API answers, and feeds `core.fence.Fence`.
+own IpNode (or its NotFound) shows the API answers, and feeds `core.fence.Fence`. The GET
+asks for resourceVersion=0, so a real API server answers from its watch cache instead of a
+quorum read of etcd: one read per node per second must stay cheap, and any version of the
+object proves the server answers.
 
 The schedulers' liveness probes (`net.liveness`) say something more: while they arrive, the
 scheduler sees us. When they stop for `probe_silence` (the scheduler's node timeout), the
@@ -60,7 +63,7 @@ class ApiReachability:
             async with asyncio.timeout(within):
                 # NotFound is an answer all the same; the heartbeat re-registers
                 with contextlib.suppress(NotFound):
-                    await self._api.get(IPNODES, self._node)
+                    await self._api.get(IPNODES, self._node, resource_version="0")
         except Exception as exc:  # ApiError, timeout, connection: the API did not answer
             API_CHECKS.labels("error").inc()
             log.debug("api.check_failed", node=self._node, error=repr(exc))

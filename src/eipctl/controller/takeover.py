@@ -1,17 +1,11 @@
 """Before an add: probe for another holder, and apply the take-over rule to an answer.
 
-`core.conflict.conflict_decision` is the rule; this module gathers what it needs: which
-eipctl node publishes the answering MAC (one IpNode list, only after a probe was answered),
-and whether the claim's previous holder is live. We do not judge the holder ourselves: the
-scheduler leader does, from its liveness probes, and publishes the verdict as the holder
-IpNode's Live condition, which we read fresh (one GET) for every claim that had another
-holder.
-
-A holder declared dead (Live=False) skips the probe: the scheduler moved the claim because
-nobody on that node answers its probes, and the probe would only cost its 200 ms on every
-failover. If the dead node's kernel still answers (a frozen controller), our announcements
-repoint the neighbours and its address lifetime ends it (docs/liveness.md, "The probe
-before an add").
+`core.conflict` is the rule (`probe_first`, `conflict_decision`); this module gathers what
+it needs: whether the claim's previous holder is live, and which eipctl node publishes the
+answering MAC (one IpNode list, only after a probe was answered). We do not judge the holder
+ourselves: the scheduler leader does, from its liveness probes, and publishes the verdict as
+the holder IpNode's Live condition, which we read fresh (one GET) for every claim that had
+another holder.
 """
 
 from __future__ import annotations
@@ -21,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import structlog
 
 from eipctl.core.conditions import find_condition
-from eipctl.core.conflict import ConflictDecision, HolderState, conflict_decision
+from eipctl.core.conflict import ConflictDecision, HolderState, conflict_decision, probe_first
 from eipctl.core.ipnode import LIVE, IpNode
 from eipctl.core.link_plan import PlacedClaim
 from eipctl.core.resources import IpClaim
@@ -83,17 +77,17 @@ class Takeover:
         liveness: HolderState | None = None
         if holder and holder != self._node:
             liveness = await self._holder_state(holder)
-            if liveness is HolderState.DEAD:
-                PROBES_SKIPPED.inc()
-                log.info(
-                    "address.probe_skipped",
-                    claim=claim.name,
-                    address=str(addr),
-                    previous_holder=holder,
-                    reason="holder-dead",
-                )
-                self._waiting.pop(claim.name, None)
-                return ConflictDecision.ADD
+        if not probe_first(previous_holder=holder, own_node=self._node, holder_liveness=liveness):
+            PROBES_SKIPPED.inc()
+            log.info(
+                "address.probe_skipped",
+                claim=claim.name,
+                address=str(addr),
+                previous_holder=holder,
+                reason="holder-dead",
+            )
+            self._waiting.pop(claim.name, None)
+            return ConflictDecision.ADD
         try:
             conflict = await self._prober(addr.link, addr.ip)
         except NetError as exc:  # cannot probe: the API says the IP is ours, so add
@@ -102,11 +96,7 @@ class Takeover:
         mac = None if conflict is None else conflict.mac
         answered_by = None if mac is None else await self._owner_of(mac)
         decision = conflict_decision(
-            answered=mac is not None,
-            previous_holder=holder,
-            own_node=self._node,
-            holder_liveness=liveness,
-            answered_by=answered_by,
+            answered=mac is not None, own_node=self._node, answered_by=answered_by
         )
         if decision is ConflictDecision.TAKE_OVER:
             TAKEOVERS.inc()

@@ -164,9 +164,18 @@ class KubeApi:
         return result
 
     async def get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, sub: Subresource = None
+        self,
+        ref: ResourceRef,
+        name: str,
+        namespace: str | None = None,
+        sub: Subresource = None,
+        *,
+        resource_version: str | None = None,
     ) -> Obj:
-        return await self._request("GET", ref.path(namespace, name, sub))
+        """One object. ``resource_version="0"`` lets the server answer from its watch cache
+        (no etcd quorum read): any version is fine when the read only proves the API up."""
+        query = None if resource_version is None else [("resourceVersion", resource_version)]
+        return await self._request("GET", ref.path(namespace, name, sub), query=query)
 
     async def list(
         self,

@@ -17,7 +17,13 @@ from eipctl.kube.client import Obj, ResourceRef, Subresource
 
 class Gets(Protocol):
     async def get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, sub: Subresource = None
+        self,
+        ref: ResourceRef,
+        name: str,
+        namespace: str | None = None,
+        sub: Subresource = None,
+        *,
+        resource_version: str | None = None,
     ) -> Obj: ...
 
 

@@ -44,3 +44,34 @@ async def test_connect_with_a_kubeconfig_path(apiserver: ApiServer, kubeconfig_p
         assert isinstance(api, KubeApi)
         nodes = await api.list(NODES)
         assert nodes.resource_version
+
+
+class RecordingClient:
+    """An ApiClient that records the query of each call and answers 200 {}."""
+
+    def __init__(self) -> None:
+        self.queries: list[list[tuple[str, str]]] = []
+
+    async def call_api(self, path: str, method: str, **kw: object) -> object:
+        query = kw["query_params"]
+        assert isinstance(query, list)
+        self.queries.append(query)
+
+        class Response:
+            status = 200
+
+            async def read(self) -> bytes:
+                return b"{}"
+
+            def release(self) -> None:
+                pass
+
+        return Response()
+
+
+async def test_a_get_from_the_watch_cache_asks_for_resource_version_zero() -> None:
+    recorder = RecordingClient()
+    api = KubeApi(recorder)
+    await api.get(NODES, "n1")
+    await api.get(NODES, "n1", resource_version="0")
+    assert recorder.queries == [[], [("resourceVersion", "0")]]
