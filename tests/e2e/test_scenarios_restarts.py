@@ -68,7 +68,7 @@ def test_a_restarted_controllers_ips_never_stop_answering(local_bed: LocalBed, h
         bed.start_controller(node)
         bed.wait_in_service([node], 15)  # registered, answering the probes, a pass done
         back_after = time.monotonic() - stopped_at
-        # past the address lifetime (3 s): only a renewing new controller keeps them
+        # past the address lifetime (2 s): only a renewing new controller keeps them
         time.sleep(4.0)
     finally:
         bed.client.stop_probes(series)

@@ -168,6 +168,9 @@ class LinkReconciler:
         may_hold = not fenced and self._fence.may_hold()
         adding = {c.address.ip for c in actions.add} if may_hold else set()
         reason = "released" if release else ("fenced" if fenced else "not-placed-here")
+        if may_hold:  # first: a handover read below may wait on a slow API
+            for claim in actions.keep:
+                await self._renew(claim, parsed[claim.name])
         for addr in actions.remove:
             if addr.ip in adding:
                 continue
@@ -176,8 +179,6 @@ class LinkReconciler:
                 continue
             await self._remove(addr, reason)
         if may_hold:
-            for claim in actions.keep:
-                await self._renew(claim, parsed[claim.name])
             await asyncio.gather(*(self._add(c, parsed[c.name]) for c in actions.add))
         for addr in actions.remove:
             if addr.ip in adding:

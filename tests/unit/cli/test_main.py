@@ -1,5 +1,6 @@
 """The CLI as a user meets it: help, precedence of flag > env > file > default, exit 2 on bad values."""
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,36 @@ def test_controller_refuses_api_checks_slower_than_half_the_timeout() -> None:
     args = build_parser().parse_args(["controller", "--api-check-interval", "2s"])
     with pytest.raises(SettingsError, match="api-check-interval"):
         build_settings(ControllerSettings, args, "controller")
+
+
+def test_a_crashed_holders_address_expires_before_the_new_holders_last_announcement() -> None:
+    """Defaults, docs/failover-tuning.md case E: the new holder adds no sooner than the
+    scheduler's timeout minus one probe interval after the crash, and announces for
+    (count - 1) x interval more; the old kernel's copy lives at most the lifetime (rounded up
+    to whole seconds) plus ~0.3 s of kernel granularity. A neighbour that resolved the IP
+    from the crashed node meanwhile must still hear the last announcement."""
+    controller = build_settings(
+        ControllerSettings, build_parser().parse_args(["controller"]), "controller"
+    )
+    scheduler = build_settings(
+        SchedulerSettings, build_parser().parse_args(["scheduler"]), "scheduler"
+    )
+    assert isinstance(controller, ControllerSettings)
+    assert isinstance(scheduler, SchedulerSettings)
+    old_copy_gone = math.ceil(controller.address_lifetime) + 0.3
+    earliest_add = scheduler.node_timeout - scheduler.liveness_interval
+    last_announcement = earliest_add + (
+        (controller.announce_count - 1) * controller.announce_interval
+    )
+    assert old_copy_gone < last_announcement
+
+
+def test_the_address_lifetime_may_be_shorter_than_the_fence_timeout() -> None:
+    """Renewals go on until the fence falls, so the two are independent."""
+    args = build_parser().parse_args(["controller", "--address-lifetime", "1s"])
+    settings = build_settings(ControllerSettings, args, "controller")
+    assert isinstance(settings, ControllerSettings)
+    assert settings.address_lifetime < settings.node_timeout
 
 
 @pytest.mark.parametrize("command", ["controller", "scheduler"])

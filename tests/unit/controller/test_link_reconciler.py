@@ -285,3 +285,31 @@ async def test_an_add_decided_before_a_relist_is_dropped(h: Harness) -> None:
     assert h.announced == []
     await h.reconciler.reconcile()  # the next pass: nothing placed here, nothing added
     assert await h.managed() == {}
+
+
+async def test_renewals_do_not_wait_behind_a_handover_read(h: Harness) -> None:
+    """An address that moved away waits for a fresh read of its claim (the handover); with
+    the API slow that read may take up to the node timeout, longer than the addresses that
+    stay here can go unrenewed. They are renewed first."""
+    h.claims.place("203.0.113.7")
+    h.claims.place("203.0.113.8")
+    await h.reconciler.reconcile()
+    await h.backend.add("eth0", "203.0.113.7", 32, 1)  # lifetime nearly spent
+    h.claims.items[1]["spec"]["nodeName"] = "node-b"  # .8 moved: a handover read follows
+    read_started = asyncio.Event()
+
+    async def slow_lookup(name: str) -> Obj | None:
+        read_started.set()
+        await asyncio.sleep(3600)
+        return None
+
+    h.reconciler._handover._lookup = slow_lookup
+    task = asyncio.create_task(h.reconciler.reconcile())
+    try:
+        await asyncio.wait_for(read_started.wait(), 1)
+        lifetimes = await h.managed()
+        assert lifetimes["203.0.113.7/32"] is not None and lifetimes["203.0.113.7/32"] > 2
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await h.reconciler.close()
