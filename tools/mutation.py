@@ -78,13 +78,15 @@ AREAS: dict[str, Area] = {
         tests=("tests/unit/kube/test_leader*.py",),
     ),
     "controller": Area(
-        "the controller's fence watchdog and its purge pass (heartbeat, link reconciler)",
+        "the controller's fence watchdog, heartbeat and purge pass",
         mutate=(
+            "src/eipctl/controller/fencing.py",
             "src/eipctl/controller/heartbeat.py",
             "src/eipctl/controller/link_reconciler.py",
         ),
         tests=("tests/unit/controller/test_*.py",),
         functions=(
+            "eipctl.controller.fencing.xǁFenceWatchǁ*",
             "eipctl.controller.heartbeat.xǁHeartbeatǁ*",
             "eipctl.controller.link_reconciler.xǁLinkReconcilerǁreconcile__mutmut_*",
             "eipctl.controller.link_reconciler.xǁLinkReconcilerǁrelease_all__mutmut_*",

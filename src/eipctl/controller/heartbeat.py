@@ -1,4 +1,4 @@
-"""The IpNode: registration at start, the API heartbeat, and the self-fencing watchdog.
+"""The IpNode: registration at start, and the API heartbeat.
 
 Liveness is not judged from the API (docs/liveness.md): the schedulers probe the node over
 UDP. The API heartbeat is for people and for upgrades: every `--heartbeat-interval` (10 s)
@@ -6,17 +6,13 @@ a status merge patch ``{"status": {"heartbeat": n, "lastHeartbeatTime": t}}`` (k
 HEARTBEAT column), sent straight to the API on its own client (not through the serialized
 writer): it carries no precondition, the fields are written by this process only, and it
 must never wait behind another write. A success also proves the API reachable (`Fence`),
-as the reads of `reachability.ApiReachability` do between heartbeats.
-
-Fencing runs on our own monotonic clock (`core.fence.Fence`): the watchdog sleeps until
-the exact moment the last API success becomes `node_timeout` old, so the node fences within
-a few milliseconds of the deadline even while a request hangs.
+as the reads of `reachability.ApiReachability` do between heartbeats; the fence's answer
+goes to `fencing.FenceWatch`, which watches the deadline and reports the transitions.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -38,7 +34,7 @@ from eipctl.kube.client import IPNODES, NODES, Obj
 from eipctl.kube.errors import AlreadyExists, Forbidden, NotFound
 from eipctl.kube.verbs import Gets, Patches, WritesCreate, WritesUpdate
 
-from .metrics import API_SILENCE, FENCE_TRANSITIONS, FENCED, HEARTBEATS
+from .metrics import API_SILENCE, HEARTBEATS
 
 log = structlog.get_logger(__name__)
 
@@ -122,9 +118,10 @@ async def register(
 
 
 class Heartbeat:
-    """Bumps status.heartbeat every `interval`; drives the `Fence`.
+    """Bumps status.heartbeat every `interval`; each success feeds the `Fence`.
 
-    `on_transition` is called (synchronously, on the loop) on FENCE and RESTORE.
+    `on_transition` gets the fence's answer to every success, NONE included
+    (`fencing.FenceWatch.report`).
     `reregister` recreates the IpNode if someone deleted it; it returns the new counter.
     """
 
@@ -184,7 +181,7 @@ class Heartbeat:
         if self._failures:
             log.info("heartbeat.recovered", node=self._node, failures=self._failures)
         self._failures = 0
-        self.transition(self.fence.succeeded())
+        self._on_transition(self.fence.succeeded())
         return True
 
     async def announce_grace(self, seconds: float) -> None:
@@ -207,32 +204,3 @@ class Heartbeat:
             await self.beat()
             API_SILENCE.set(self.fence.api_silence())
             await asyncio.sleep(max(0.0, self._interval - (loop.time() - started)))
-
-    async def watchdog(self) -> None:
-        """Fence exactly when the last success is `node_timeout` old."""
-        while True:
-            if self.fence.fenced:  # RESTORE comes from an API success (beat or check)
-                await asyncio.sleep(self.fence.node_timeout / 10)
-                continue
-            remaining = self.fence.node_timeout - self.fence.api_silence()
-            if remaining > 0:
-                await asyncio.sleep(remaining)
-                continue
-            self.transition(self.fence.check())
-
-    def transition(self, transition: FenceTransition) -> None:
-        """Count, log and pass on a fence transition (from here or from the API checks)."""
-        if transition is FenceTransition.NONE:
-            return
-        FENCE_TRANSITIONS.labels(transition.value).inc()
-        FENCED.set(1 if transition is FenceTransition.FENCE else 0)
-        if transition is FenceTransition.FENCE:
-            log.warning(
-                "node.fenced",
-                node=self._node,
-                api_silence=round(self.fence.api_silence(), 3),
-                at=time.time(),
-            )
-        else:
-            log.warning("node.restored", node=self._node, at=time.time())
-        self._on_transition(transition)

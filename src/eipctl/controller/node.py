@@ -35,6 +35,7 @@ from eipctl.kube.writer import SerializedWriter
 from eipctl.net.link import Announcer, LinkBackend, Prober
 from eipctl.net.liveness import LivenessResponder
 
+from .fencing import FenceWatch
 from .heartbeat import Endpoint, Heartbeat, register
 from .link_reconciler import LinkReconciler, ReconcilerSettings
 from .reachability import ApiReachability
@@ -178,12 +179,13 @@ class NodeController:
             mac_owner=self._mac_owner,
             claim_lookup=self._claim_fresh,
         )
+        self.fence_watch = FenceWatch(settings.node, fence=self.fence, on_transition=self._on_fence)
         self.heartbeat = Heartbeat(
             heartbeat_api,
             settings.node,
             interval=settings.heartbeat_interval,
             fence=self.fence,
-            on_transition=self._on_fence,
+            on_transition=self.fence_watch.report,
             reregister=self._register,
         )
         self.responder = (
@@ -198,7 +200,7 @@ class NodeController:
             interval=settings.api_check_interval,
             probe_silence=settings.probe_silence,
             fence=self.fence,
-            on_transition=self.heartbeat.transition,
+            on_transition=self.fence_watch.report,
             last_probe=self._last_probe,
             clock=_loop_time,
         )
@@ -216,7 +218,7 @@ class NodeController:
         except BaseException:
             await self.claims.stop()
             raise
-        self._spawn(self.heartbeat.watchdog(), "fence-watchdog")
+        self._spawn(self.fence_watch.watchdog(), "fence-watchdog")
         self._spawn(self.reachability.run(), "api-checks")
         self._spawn(self._reconcile_loop(), "reconcile")
         self._spawn(self._register_then_beat(), "heartbeat")

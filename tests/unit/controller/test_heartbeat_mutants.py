@@ -1,11 +1,10 @@
-"""Heartbeat in detail: the grace announcement, failure counting and its logs, the beat
-cadence, and the fence watchdog's loop, on a fake clock and a scripted `asyncio.sleep`."""
+"""Heartbeat in detail: the grace announcement, failure counting and its logs, and the beat
+cadence, on a fake clock and a scripted `asyncio.sleep` (the fence watchdog: test_fencing.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -89,8 +88,8 @@ class EndOfScriptError(Exception):
 
 
 class FakeAsyncio:
-    """Stands in for the `asyncio` module inside heartbeat.py: `sleep` records the delay,
-    moves the fake clock by it and may run a step; `loop.time()` is the fake clock."""
+    """Stands in for the `asyncio` module inside heartbeat.py: `sleep` records the delay
+    and moves the fake clock by it; `loop.time()` is the fake clock."""
 
     timeout = staticmethod(asyncio.timeout)
 
@@ -98,7 +97,6 @@ class FakeAsyncio:
         self.clock = clock
         self.limit = limit
         self.sleeps: list[float] = []
-        self.steps: dict[int, Callable[[], Awaitable[None]]] = {}
 
     def get_running_loop(self) -> FakeAsyncio:
         return self
@@ -109,9 +107,6 @@ class FakeAsyncio:
     async def sleep(self, delay: float) -> None:
         self.sleeps.append(delay)
         self.clock.now += delay
-        step = self.steps.get(len(self.sleeps))
-        if step is not None:
-            await step()
         if len(self.sleeps) >= self.limit:
             raise EndOfScriptError
 
@@ -259,64 +254,3 @@ async def test_run_does_not_sleep_after_a_write_slower_than_the_interval(
     with pytest.raises(EndOfScriptError):
         await hb.run()
     assert fake.sleeps == [0.0, 0.0]
-
-
-# -- the watchdog ------------------------------------------------------------------------
-
-
-async def test_watchdog_fences_at_the_exact_deadline_and_keeps_watching_after_a_restore(
-    fake_asyncio: Callable[[Clock, int], FakeAsyncio],
-) -> None:
-    """It sleeps until the deadline, fences when the age equals node_timeout, looks again
-    every tenth of node_timeout while fenced (not a 10 s heartbeat interval: a second outage
-    right after a restore must fence on time), and fences again at the next deadline."""
-    clock = Clock()
-    api = Api()
-    api.failing = ServerError(503, "ServiceUnavailable", "")
-    hb, seen = make(api, clock, node_timeout=0.5, interval=0.25)
-    fake = fake_asyncio(clock, 4)
-
-    async def heartbeat_works_again() -> None:
-        api.failing = None
-        assert await hb.beat()
-
-    fake.steps[2] = heartbeat_works_again
-    with pytest.raises(EndOfScriptError):
-        await hb.watchdog()
-    assert fake.sleeps == [0.5, 0.05, 0.5, 0.05]
-    assert seen == [FenceTransition.FENCE, FenceTransition.RESTORE, FenceTransition.FENCE]
-
-
-async def test_fence_and_restore_set_the_gauge_count_and_log(
-    fake_asyncio: Callable[[Clock, int], FakeAsyncio],
-) -> None:
-    clock = Clock()
-    api = Api()
-    hb, seen = make(api, clock, node_timeout=0.5, interval=0.25)
-    clock.now = 0.51237  # the watchdog first looks after the deadline
-    fake = fake_asyncio(clock, 2)
-    fences = sample("eipctl_controller_fence_transitions_total", kind="fence")
-    restores = sample("eipctl_controller_fence_transitions_total", kind="restore")
-    gauge: list[float] = []
-
-    async def restore() -> None:
-        gauge.append(sample("eipctl_controller_fenced"))
-        assert await hb.beat()
-        gauge.append(sample("eipctl_controller_fenced"))
-
-    fake.steps[1] = restore
-    before = time.time()
-    with structlog.testing.capture_logs() as logs, pytest.raises(EndOfScriptError):
-        await hb.watchdog()
-    assert seen == [FenceTransition.FENCE, FenceTransition.RESTORE]
-    assert gauge == [1.0, 0.0]
-    assert sample("eipctl_controller_fence_transitions_total", kind="fence") == fences + 1
-    assert sample("eipctl_controller_fence_transitions_total", kind="restore") == restores + 1
-    fenced, restored = events(logs, "node.fenced"), events(logs, "node.restored")
-    assert len(fenced) == 1 and len(restored) == 1
-    assert before <= fenced[0].pop("at") <= time.time()
-    assert before <= restored[0].pop("at") <= time.time()
-    assert fenced == [
-        {"event": "node.fenced", "log_level": "warning", "node": NODE, "api_silence": 0.512}
-    ]
-    assert restored == [{"event": "node.restored", "log_level": "warning", "node": NODE}]
