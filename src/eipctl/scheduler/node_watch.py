@@ -18,7 +18,7 @@ import structlog
 
 from eipctl.core.fields import Obj, ResourceError, labels_of, name_of
 from eipctl.core.ipnode import HEARTBEAT, IpNode
-from eipctl.core.liveness import Liveness
+from eipctl.core.liveness import Liveness, Transition
 from eipctl.core.liveness_wire import Flag
 from eipctl.scheduler import metrics
 from eipctl.scheduler.metrics import KNOWN_NODES, LIVE_NODES, LIVENESS_STALLED, NODE_SILENCE
@@ -44,6 +44,7 @@ class NodeWatch:
         leading: Callable[[], bool],
         identity: str,
         set_targets: Targets,
+        on_transitions: Callable[[list[Transition]], None] | None = None,
     ) -> None:
         self.liveness = liveness
         self.clock = clock
@@ -51,6 +52,8 @@ class NodeWatch:
         """Ask for a placement pass (dropped while standing by)."""
         self.leading = leading
         self.set_targets = set_targets
+        self.on_transitions = on_transitions
+        """Told of the transitions `run` finds (the leader's Live conditions), before `kick`."""
         self.dead_since: dict[str, float] = {}
         """When this replica declared each dead node dead (failover duration starts there)."""
         self._targets: dict[str, tuple[str, int]] = {}
@@ -150,6 +153,8 @@ class NodeWatch:
             for node in [n for n in self.dead_since if self.liveness.is_live(n, now)]:
                 del self.dead_since[node]  # e.g. a pass saw it dead, then it replied again
             if changes:
+                if self.on_transitions is not None:
+                    self.on_transitions(changes)
                 self.kick()
                 LIVE_NODES.set(len(self.liveness.live(now)))
             known = self.liveness.known()

@@ -19,8 +19,8 @@ from typing import assert_never
 import structlog
 
 from eipctl.core.fields import Obj, name_of
-from eipctl.core.liveness import Liveness
-from eipctl.core.liveness_wire import Keyring
+from eipctl.core.liveness import Liveness, Transition
+from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.placement import Policy
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, IPNODES, SERVICES, KubeApi, object_key
 from eipctl.kube.leader import LeaderElector, LeaseApi
@@ -87,10 +87,11 @@ class Scheduler:
             leading=lambda: m.leading,
             identity=settings.identity,
             set_targets=self._set_targets,
+            on_transitions=self._on_transitions,
         )
         if keyring is not None:
             self.prober = LivenessProber(
-                keyring, interval=settings.liveness_interval, on_reply=self.node_watch.heard
+                keyring, interval=settings.liveness_interval, on_reply=self._on_reply
             )
             m.add_runnable("liveness-prober", self._probe)
         self.dead_since = self.node_watch.dead_since
@@ -99,7 +100,7 @@ class Scheduler:
         self.node_conditions: NodeConditions | None = None
         self._passes_before = 0
         self.claims.add_change_handler(self._on_claim_change)
-        self.nodes.add_change_handler(self.node_watch.observe)
+        self.nodes.add_change_handler(self._on_node_change)
         self.pools.add_change_handler(self._on_pool_change)
         self.services.add_change_handler(self._on_service_change)
         m.add_runnable("liveness-watcher", self.node_watch.run)
@@ -221,6 +222,21 @@ class Scheduler:
             return  # our own write coming back: the pass that made it knew
         elif c.placement_of(old) != c.placement_of(new) or not c.consistent(new):
             self.manager.enqueue(Pass.PLACE)
+
+    def _on_reply(self, node: str, flags: Flag) -> None:
+        self.node_watch.heard(node, flags)
+        if self.node_conditions is not None:
+            self.node_conditions.changed(node)
+
+    def _on_transitions(self, transitions: list[Transition]) -> None:
+        if self.node_conditions is not None:
+            for t in transitions:
+                self.node_conditions.changed(t.node)
+
+    def _on_node_change(self, old: Obj | None, new: Obj | None) -> None:
+        self.node_watch.observe(old, new)  # judged first: `observe` compares with its verdict
+        if self.node_conditions is not None:
+            self.node_conditions.observe(old, new)
 
     def _on_pool_change(self, old: Obj | None, new: Obj | None) -> None:
         self.manager.enqueue(Pass.PLACE)
