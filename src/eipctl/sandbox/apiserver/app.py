@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from . import discovery
+from . import discovery, field_validation, openapi_proto, protobuf
 from .errors import ApiError, status_body
 from .faults import Faults
 from .handlers import Handlers, error_response, json_response
@@ -97,7 +97,7 @@ class Routes:
         if request.method == "GET":
             doc = self.discovery(request, path, parts)
             if doc is not None:
-                return json_response(doc)
+                return doc if isinstance(doc, web.Response) else json_response(doc)
         if parts[:1] in (["api"], ["apis"]) and len(parts) >= (3 if parts[0] == "api" else 4):
             return await self.handlers.resource(request)
         raise _not_found()
@@ -119,6 +119,8 @@ class Routes:
             return _or_404(discovery.api_group(reg, parts[1]))
         if parts[0] == "apis" and len(parts) == 3:
             return _or_404(discovery.api_resource_list(reg, parts[1], parts[2]))
+        if path == "/openapi/v2":
+            return openapi_proto.answer(request, discovery.openapi_v2(reg))
         if path == "/openapi/v3":
             return discovery.openapi_v3_root(reg)
         if parts[:2] == ["openapi", "v3"]:
@@ -179,6 +181,9 @@ def _or_404(doc: Any) -> Any:
 
 def make_app(routes: Routes) -> web.Application:
     """The aiohttp application: one catch-all route, the resource paths are parsed by hand."""
-    app = web.Application(middlewares=[routes.middleware], client_max_size=8 * 1024 * 1024)
+    app = web.Application(
+        middlewares=[protobuf.middleware, routes.middleware], client_max_size=8 * 1024 * 1024
+    )
     app.router.add_route("*", "/{tail:.*}", routes.dispatch)
+    app.on_response_prepare.append(field_validation.add_warnings)
     return app

@@ -1,9 +1,10 @@
-"""Discovery documents and a minimal OpenAPI v3, generated from the live registry.
+"""Discovery documents and OpenAPI v2/v3, generated from the live registry.
 
 kubectl asks for aggregated discovery first; these handlers always answer the legacy
 (application/json) forms, which kubectl and client-go accept as a fallback. The OpenAPI v3
-documents carry just enough for kubectl to see that the server validates fields itself
-(`fieldValidation` on PATCH), so `kubectl apply` works without `--validate=false`.
+documents carry the PATCH operations that accept `fieldValidation` (so kubectl sees that the
+server validates fields itself and `kubectl apply` works without `--validate=false`) and the
+kinds' schemas (openapi.py), for `kubectl explain`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from . import openapi
 from .resources import VERBS, Registry, ResourceType
 
 KUBE_VERSION = {
@@ -150,8 +152,32 @@ def openapi_v3_gv(registry: Registry, group: str, version: str) -> Obj | None:
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": KUBE_VERSION["gitVersion"]},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": openapi.schemas(tuple(types), "#/components/schemas/")},
     }
+
+
+def openapi_v2(registry: Registry) -> Obj:
+    """GET /openapi/v2 (JSON): the definitions of every served kind (openapi.py)."""
+    types = sorted(registry.all(), key=lambda t: (t.group, t.version, t.plural))
+    return openapi.swagger(tuple(types), KUBE_VERSION["gitVersion"])
+
+
+_DIGESTS: dict[tuple[int, ...], tuple[list[ResourceType], str]] = {}
+
+
+def _digest(registry: Registry, group: str, version: str) -> str:
+    """The hash of a group-version document, computed once per set of served types."""
+    types = _types_at(registry, group, version)
+    key = tuple(id(t) for t in types)
+    hit = _DIGESTS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], types, strict=True)):
+        return hit[1]
+    doc = openapi_v3_gv(registry, group, version)
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
+    if len(_DIGESTS) >= 256:
+        _DIGESTS.pop(next(iter(_DIGESTS)))
+    _DIGESTS[key] = (types, digest)
+    return digest
 
 
 def openapi_v3_root(registry: Registry) -> Obj:
@@ -159,10 +185,7 @@ def openapi_v3_root(registry: Registry) -> Obj:
     paths: Obj = {}
     for g, vs in registry.groups().items():
         for v in vs:
-            doc = openapi_v3_gv(registry, g, v)
-            digest = (
-                hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
-            )
+            digest = _digest(registry, g, v)
             paths[_gv_path(g, v)] = {
                 "serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash={digest}"
             }

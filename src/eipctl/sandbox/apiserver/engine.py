@@ -10,16 +10,19 @@ import random
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from . import errors, strategies
+from . import crd_deletion, errors, strategies
 from .hub import WatchHub
 from .plugins import Plugins
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import Predicate
 from .watch import Event, Watcher
+
+if TYPE_CHECKING:
+    from .rbac import Rbac
 
 log = structlog.get_logger(__name__)
 
@@ -30,6 +33,41 @@ AdmissionHook = Callable[[str, ResourceType, Obj, Obj | None, str | None, bool],
 """(operation, type, new object, old object, subresource, dry run); raises ApiError to deny."""
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+CONDITIONAL_ONLY = frozenset(
+    {
+        CRD_KEY,
+        ("coordination.k8s.io", "leases"),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
+    }
+)
+"""Built-in kinds whose strategy says AllowUnconditionalUpdate() false (custom resources too):
+a PUT must carry metadata.resourceVersion. Core kinds, RBAC and apps allow it."""
+
+
+def needs_resource_version(rt: ResourceType) -> bool:
+    """Whether a replacement without metadata.resourceVersion is refused (422)."""
+    return rt.from_crd or rt.key in CONDITIONAL_ONLY
+
+
+def storage_key(rt: ResourceType, namespace: str, name: str) -> str:
+    """The etcd key Kubernetes keeps the object under (it shows in precondition failures)."""
+    prefix = f"{rt.group}/{rt.plural}" if rt.from_crd or rt.key == CRD_KEY else rt.plural
+    if rt.key == ("", "services"):
+        prefix = "services/specs"
+    where = f"{namespace}/{name}" if namespace else name
+    return f"/registry/{prefix}/{where}"
+
+
+def precondition_failed(rt: ResourceType, namespace: str, name: str, what: str) -> errors.ApiError:
+    """409 as etcd's precondition check words it, wrapped by the registry as a Conflict."""
+    return errors.conflict(
+        rt.group,
+        rt.plural,
+        name,
+        f"StorageError: invalid object, Code: 4, Key: {storage_key(rt, namespace, name)}, "
+        f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: {what}",
+    )
 
 
 def now_rfc3339() -> str:
@@ -51,6 +89,8 @@ class Engine:
         self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
         self.plugins = Plugins()  # built-in admission plugins, off by default
         self.admission: AdmissionHook | None = None  # see admission.py
+        self.authorizer: Rbac | None = None  # set by Rbac (rbac=True); reviews.py asks it
+        self.cleaning_crds: set[str] = set()  # CRDs whose instances are being deleted now
         ns_type = self.registry.lookup("", "v1", "namespaces")
         for ns in DEFAULT_NAMESPACES:
             self.create_object(ns_type, "", {"metadata": {"name": ns}})
@@ -113,6 +153,8 @@ class Engine:
                 "the request"
             )
         namespace = self._check_namespace(rt, namespace or body_ns or "")
+        if rt.from_crd and crd_deletion.terminating(self, rt):
+            raise crd_deletion.create_refused(rt)
         if not meta.get("name"):
             prefix = meta.get("generateName")
             if not prefix:
@@ -188,29 +230,9 @@ class Engine:
                 f"the URL ({name})"
             )
         old_meta = old["metadata"]
-        want_rv = meta.get("resourceVersion")
-        if want_rv:
-            if want_rv != old_meta["resourceVersion"]:
-                raise errors.conflict(
-                    rt.group,
-                    rt.plural,
-                    name,
-                    "the object has been modified; "
-                    "please apply your changes to the latest version and try again",
-                )
-        elif rt.from_crd and not from_patch:
-            raise errors.invalid(
-                rt.group,
-                rt.kind,
-                name,
-                [
-                    {
-                        "reason": "FieldValueInvalid",
-                        "field": "metadata.resourceVersion",
-                        "message": "Invalid value: 0x0: must be specified for an update",
-                    }
-                ],
-            )
+        self._check_update_preconditions(
+            rt, namespace=namespace, name=name, meta=meta, old_meta=old_meta, from_patch=from_patch
+        )
         if subresource == "status":
             new = {k: v for k, v in old.items() if k != "status"}
             if "status" in body:
@@ -243,7 +265,9 @@ class Engine:
             new["metadata"].pop("namespace", None)
         new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
         strategies.check_finalizers(rt, new, old)
-        strategies.prepare_update(rt, new, old, subresource)
+        strategies.prepare_update(rt, new, old, subresource, self)
+        if rt.key == CRD_KEY:
+            crd_deletion.keep_terminating(new, old)
         if "generation" in old_meta and strategies.spec_changed(new, old):
             new["metadata"]["generation"] = old_meta["generation"] + 1
         self.plugins.admit("UPDATE", rt, new, old, subresource, dry_run)
@@ -252,6 +276,65 @@ class Engine:
         if new == old or dry_run:
             return old if new == old else new
         return self._commit_update(rt, namespace, name, new, old)
+
+    def _check_update_preconditions(
+        self,
+        rt: ResourceType,
+        *,
+        namespace: str,
+        name: str,
+        meta: Obj,
+        old_meta: Obj,
+        from_patch: bool,
+    ) -> None:
+        """What the generic registry checks before an update: a uid in a PUT body is a
+        precondition (409); a patch may not change it (422, immutable); then the
+        resourceVersion, which kinds that refuse unconditional updates require (422)."""
+        want_uid = meta.get("uid")
+        if want_uid and want_uid != old_meta["uid"]:
+            if from_patch:
+                raise errors.invalid(
+                    rt.group,
+                    rt.kind,
+                    name,
+                    [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "field": "metadata.uid",
+                            "message": f'Invalid value: "{want_uid}": field is immutable',
+                        }
+                    ],
+                )
+            raise precondition_failed(
+                rt,
+                namespace,
+                name,
+                f"UID in precondition: {want_uid}, UID in object meta: {old_meta['uid']}",
+            )
+        want_rv = meta.get("resourceVersion")
+        if want_rv:
+            if want_rv != old_meta["resourceVersion"]:
+                raise errors.conflict(
+                    rt.group,
+                    rt.plural,
+                    name,
+                    "the object has been modified; "
+                    "please apply your changes to the latest version and try again",
+                )
+        elif needs_resource_version(rt) and not from_patch:
+            # the registry names the resource, not the kind, here (store.go, qualifiedKind)
+            raise errors.invalid(
+                rt.group,
+                rt.plural,
+                name,
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "field": "metadata.resourceVersion",
+                        "message": "Invalid value: 0x0: must be specified for an update",
+                    }
+                ],
+            )
 
     def _commit_update(
         self, rt: ResourceType, namespace: str, name: str, new: Obj, old: Obj
@@ -274,6 +357,8 @@ class Engine:
             self._drop_crd(last)
         elif rt.key == ("", "namespaces"):
             self._empty_namespace(name)
+        elif rt.from_crd:
+            crd_deletion.instance_removed(self, rt)
         return last
 
     def delete_object(
@@ -290,24 +375,23 @@ class Engine:
         meta = old["metadata"]
         pre = preconditions or {}
         if pre.get("uid") and pre["uid"] != meta["uid"]:
-            raise errors.conflict(
-                rt.group,
-                rt.plural,
+            raise precondition_failed(
+                rt,
+                namespace,
                 name,
-                f"Precondition failed: UID in precondition: "
-                f"{pre['uid']}, UID in object meta: {meta['uid']}",
+                f"UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-            raise errors.conflict(
-                rt.group,
-                rt.plural,
+            raise precondition_failed(
+                rt,
+                namespace,
                 name,
-                "Precondition failed: ResourceVersion in "
-                f"precondition: {pre['resourceVersion']}, ResourceVersion in object "
-                f"meta: {meta['resourceVersion']}",
+                f"ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}",
             )
-        if dry_run:
-            return old
+        if rt.key == CRD_KEY and not meta.get("deletionTimestamp"):
+            # the apiextensions registry: mark, add the cleanup finalizer, delete instances
+            return crd_deletion.begin(self, rt, old, dry_run)
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp"):
                 return old
@@ -319,7 +403,11 @@ class Engine:
             }
             if "generation" in meta:
                 new["metadata"]["generation"] = meta["generation"] + 1
+            if dry_run:
+                return new
             return self._commit_update(rt, namespace, name, new, old)
+        if dry_run:
+            return old
         rv = self._next_rv()
         last = {**old, "metadata": {**meta, "resourceVersion": str(rv)}}
         return self._remove(rt, namespace, name, last, rv)

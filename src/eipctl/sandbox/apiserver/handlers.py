@@ -1,4 +1,9 @@
-"""The resource verbs over HTTP: get, list, watch, create, update, patch, delete."""
+"""The resource verbs over HTTP: get, list, watch, create, update, patch, delete.
+
+Options are validated first (options.py), field selectors per resource (field_labels.py);
+events.k8s.io/v1 Events are served from the core Events (events_view.py); the self reviews
+of `kubectl auth` are answered by reviews.py.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +20,12 @@ from typing import Any
 
 from aiohttp import web
 
-from . import errors, patching, schema, tables
+from . import errors, events_view, field_validation, options, patching, reviews, tables
 from .errors import ApiError
 from .faults import Faults
+from .field_labels import labels_for
 from .resources import ResourceType
-from .selectors import combine, field_selector, label_selector
+from .selectors import Predicate, combine, field_selector, label_selector
 from .store import Store
 from .watch import encode_line
 
@@ -46,6 +52,29 @@ class Target:
     namespace: str
     name: str
     sub: str
+
+
+@dataclass(frozen=True)
+class View:
+    """The type a client asked for and the type its objects are stored as: the same, except
+    events.k8s.io/v1 Events, which are the core Events converted."""
+
+    rt: ResourceType
+    stored: ResourceType
+
+    @property
+    def converted(self) -> bool:
+        return self.rt is not self.stored
+
+    def out(self, obj: Obj) -> Obj:
+        """A stored object as the client sees it."""
+        if self.converted:
+            return events_view.to_events_v1(obj)
+        return _with_version(self.rt, obj)
+
+    def into(self, obj: Obj) -> Obj:
+        """A client's object as it is stored."""
+        return events_view.to_core(obj) if self.converted else obj
 
 
 def parse_target(store: Store, path: str) -> Target | None:
@@ -118,17 +147,21 @@ class Handlers:
 
     async def resource(self, request: web.Request) -> web.StreamResponse:
         """Dispatch a resource URL by method."""
+        review = reviews.review_path(request.path)
+        if review is not None:
+            return await self.review(request, review)
         t = parse_target(self.store, request.path)
         if t is None:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
         q = request.query
-        dry = bool(q.getall("dryRun", []))
+        v = self._view(t.rt)
+        dry_runs = list(q.getall("dryRun", []))
         m = request.method
         if t.sub and m not in ("GET", "PUT", "PATCH"):
             raise errors.method_not_allowed(m, request.path)
         if m == "GET":
             if t.name:
-                obj = _with_version(t.rt, self.store.get_object(t.rt, t.namespace, t.name))
+                obj = v.out(self.store.get_object(v.stored, t.namespace, t.name))
                 return self._maybe_table(
                     request,
                     t.rt,
@@ -136,31 +169,71 @@ class Handlers:
                     {"resourceVersion": obj["metadata"]["resourceVersion"]},
                     obj,
                 )
-            if q.get("watch") in _TRUE:
-                return await self.watch(request, t)
-            return self.collection(request, t)
+            watch = options.is_watch(q)
+            options.check_list(q, watch)
+            if watch:
+                return await self.watch(request, t, v)
+            return self.collection(request, t, v)
         if m == "POST" and not t.name:
+            dry = options.write_dry_run("CreateOptions", q, dry_runs)
             body = await self._object_body(request, t)
             self._strict(request, t.rt, body)
-            obj = self.store.create_object(t.rt, t.namespace, body, dry_run=dry)
-            return json_response(_with_version(t.rt, obj), 201)
+            obj = self.store.create_object(v.stored, t.namespace, v.into(body), dry_run=dry)
+            return json_response(v.out(obj), 201)
         if m == "PUT" and t.name:
+            dry = options.write_dry_run("UpdateOptions", q, dry_runs)
             body = await self._object_body(request, t)
             self._strict(request, t.rt, body)
             obj = self.store.update_object(
-                t.rt, t.namespace, t.name, body, subresource=t.sub or None, dry_run=dry
+                v.stored, t.namespace, t.name, v.into(body), subresource=t.sub or None, dry_run=dry
             )
-            return json_response(_with_version(t.rt, obj))
+            return json_response(v.out(obj))
         if m == "PATCH" and t.name:
-            return await self.patch(request, t, dry)
+            dry = options.write_dry_run("PatchOptions", q, dry_runs)
+            return await self.patch(request, t, v, dry)
         if m == "DELETE":
-            body = await _body(request) or {}
+            opts = options.delete_options(await _body(request), q)
             if not t.name:
-                return self.delete_collection(request, t)
-            pre = body.get("preconditions") if isinstance(body, dict) else None
-            obj = self.store.delete_object(t.rt, t.namespace, t.name, pre, dry_run=dry)
-            return json_response(_with_version(t.rt, obj))
+                options.check_list(q, watch=False)
+                return self.delete_collection(request, t, v, opts)
+            obj = self.store.delete_object(
+                v.stored, t.namespace, t.name, opts.preconditions, dry_run=opts.dry_run
+            )
+            return json_response(v.out(obj))
         raise errors.method_not_allowed(m, request.path)
+
+    def _view(self, rt: ResourceType) -> View:
+        if events_view.is_view(rt):
+            return View(rt, self.store.registry.lookup("", "v1", "events"))
+        return View(rt, rt)
+
+    def _predicate(self, request: web.Request, rt: ResourceType) -> Predicate | None:
+        """labelSelector and fieldSelector; a field label `rt` does not support is a 400."""
+        q = request.query
+        fields = q.get("fieldSelector")
+        resolve = labels_for(self.store, rt).getter if fields else None
+        return combine(label_selector(q.get("labelSelector")), field_selector(fields, resolve))
+
+    async def review(self, request: web.Request, review: tuple[str, str, str]) -> web.Response:
+        """POST of a SelfSubjectAccessReview or SelfSubjectReview (nothing is stored)."""
+        if request.method != "POST":
+            raise errors.method_not_allowed(request.method, request.path)
+        options.write_dry_run(
+            "CreateOptions", request.query, list(request.query.getall("dryRun", []))
+        )
+        group, _, kind = review
+        body = await _body(request) or {}
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        api_version = body.get("apiVersion")
+        if api_version and api_version != f"{group}/v1":
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected "
+                f"API version ({group}/v1)"
+            )
+        if kind == reviews.SSAR[2]:
+            return json_response(reviews.access_review(self.store, body), 201)
+        return json_response(reviews.self_review(), 201)
 
     async def _object_body(self, request: web.Request, t: Target) -> Obj:
         body = await _body(request)
@@ -179,13 +252,8 @@ class Handlers:
         return body
 
     def _strict(self, request: web.Request, rt: ResourceType, body: Obj) -> None:
-        """fieldValidation=Strict: unknown fields are a 400, as with the real apiserver."""
-        if request.query.get("fieldValidation") != "Strict" or not rt.from_crd:
-            return
-        unknown = schema.unknown_fields(rt.schema, body)
-        if unknown:
-            detail = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise errors.bad_request(f"strict decoding error: {detail}")
+        """fieldValidation: unknown fields warned about, or a 400 under Strict."""
+        field_validation.remember(request, rt, body)
 
     def _maybe_table(
         self, request: web.Request, rt: ResourceType, objs: list[Obj], meta: Obj, plain: Obj
@@ -195,18 +263,16 @@ class Handlers:
             return json_response(tables.to_table(rt, objs, meta, include))
         return json_response(plain)
 
-    def collection(self, request: web.Request, t: Target) -> web.Response:
+    def collection(self, request: web.Request, t: Target, v: View) -> web.Response:
         """List with selectors and limit/continue; the collection carries the store revision."""
         q = request.query
-        pred = combine(
-            label_selector(q.get("labelSelector")), field_selector(q.get("fieldSelector"))
-        )
+        pred = self._predicate(request, t.rt)
         limit = int(q.get("limit") or 0)
         if q.get("continue"):
             revision, objs = self._resume(q["continue"])
         else:
             revision = self.store.revision
-            objs = self.store.list_objects(t.rt, t.namespace or None, pred)
+            objs = self.store.list_objects(v.stored, t.namespace or None, pred)
         meta: Obj = {"resourceVersion": str(revision)}
         if 0 < limit < len(objs):
             snapshot_id = uuid.uuid4().hex
@@ -217,7 +283,7 @@ class Handlers:
             meta["continue"] = base64.urlsafe_b64encode(_dumps(token).encode()).decode()
             meta["remainingItemCount"] = len(objs) - limit
             objs = objs[:limit]
-        items = [_with_version(t.rt, o) for o in objs]
+        items = [v.out(o) for o in objs]
         plain = {
             "kind": f"{t.rt.kind}List",
             "apiVersion": t.rt.group_version,
@@ -239,12 +305,10 @@ class Handlers:
             )
         return snapshot
 
-    async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
+    async def watch(self, request: web.Request, t: Target, v: View) -> web.StreamResponse:
         """Stream events as JSON lines until timeoutSeconds, a dropped watch, or disconnect."""
         q = request.query
-        pred = combine(
-            label_selector(q.get("labelSelector")), field_selector(q.get("fieldSelector"))
-        )
+        pred = self._predicate(request, t.rt)
         rv = q.get("resourceVersion", "")
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
@@ -252,14 +316,15 @@ class Handlers:
             if rv not in ("", "0") and self.faults.take_gone():
                 raise errors.gone(f"too old resource version: {rv} (forced by fault injection)")
             w = self.store.watch(
-                t.rt,
+                v.stored,
                 t.namespace or None,
                 pred,
                 rv,
                 q.get("allowWatchBookmarks") in _TRUE,
                 initial_events=q.get("sendInitialEvents") in _TRUE,
-                render=self._table_render(request, t.rt),
+                render=self._render(request, v),
             )
+            w.api_version = t.rt.group_version  # bookmarks name the version asked for
         except ApiError as err:
             if err.code != 410:
                 raise
@@ -290,21 +355,24 @@ class Handlers:
             await resp.write_eof()
         return resp
 
-    def _table_render(
-        self, request: web.Request, rt: ResourceType
-    ) -> Callable[[str, Obj], bytes] | None:
-        """For `kubectl get -w`: every event carries a one-row Table."""
-        if not tables.wants_table(request.headers.get("Accept", "")):
+    def _render(self, request: web.Request, v: View) -> Callable[[str, Obj], bytes] | None:
+        """Per-watcher encoding: one-row Tables for `kubectl get -w`, converted objects for
+        a view; None for the shared encoding."""
+        table = tables.wants_table(request.headers.get("Accept", ""))
+        if not table and not v.converted:
             return None
         include = request.query.get("includeObject", "Metadata")
 
         def render(kind: str, obj: Obj) -> bytes:
+            shown = v.out(obj)
+            if not table:
+                return encode_line(kind, shown)
             meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
-            return encode_line(kind, tables.to_table(rt, [_with_version(rt, obj)], meta, include))
+            return encode_line(kind, tables.to_table(v.rt, [shown], meta, include))
 
         return render
 
-    async def patch(self, request: web.Request, t: Target, dry: bool) -> web.Response:
+    async def patch(self, request: web.Request, t: Target, v: View, dry: bool) -> web.Response:
         """Apply the patch to the current object, then update with its resourceVersion
         (a patch that carries metadata.resourceVersion gets the usual conflict check)."""
         ctype = request.headers.get("Content-Type", "")
@@ -315,7 +383,7 @@ class Handlers:
                 "UnsupportedMediaType",
             )
         patch = await _body(request)
-        current = self.store.get_object(t.rt, t.namespace, t.name)
+        current = v.out(self.store.get_object(v.stored, t.namespace, t.name))
         patched = patching.apply_patch(ctype, current, patch, t.rt.from_crd)
         if not ctype.startswith(patching.JSON_PATCH):
             patched = copy.deepcopy(patched)  # merges share untouched parts with the stored object
@@ -325,30 +393,30 @@ class Handlers:
         if not patched["metadata"].get("resourceVersion"):
             patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         obj = self.store.update_object(
-            t.rt,
+            v.stored,
             t.namespace,
             t.name,
-            patched,
+            v.into(patched),
             subresource=t.sub or None,
             from_patch=True,
             dry_run=dry,
         )
-        return json_response(_with_version(t.rt, obj))
+        return json_response(v.out(obj))
 
-    def delete_collection(self, request: web.Request, t: Target) -> web.Response:
-        """DELETE on a collection: every object the selectors match."""
-        q = request.query
-        pred = combine(
-            label_selector(q.get("labelSelector")), field_selector(q.get("fieldSelector"))
-        )
-        objs: list[Obj] = list(self.store.list_objects(t.rt, t.namespace or None, pred))
+    def delete_collection(
+        self, request: web.Request, t: Target, v: View, opts: options.DeleteOptions
+    ) -> web.Response:
+        """DELETE on a collection: every object the selectors match (none with dryRun)."""
+        pred = self._predicate(request, t.rt)
+        objs: list[Obj] = list(self.store.list_objects(v.stored, t.namespace or None, pred))
         items = []
         for o in objs:
             meta = o["metadata"]
             with contextlib.suppress(ApiError):
-                items.append(
-                    self.store.delete_object(t.rt, meta.get("namespace", ""), meta["name"])
+                gone = self.store.delete_object(
+                    v.stored, meta.get("namespace", ""), meta["name"], dry_run=opts.dry_run
                 )
+                items.append(v.out(gone))
         return json_response(
             {
                 "kind": f"{t.rt.kind}List",

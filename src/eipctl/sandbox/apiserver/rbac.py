@@ -9,8 +9,9 @@ ClusterRoles, Roles, ClusterRoleBindings and RoleBindings in the store, with the
 Kubernetes' RBAC authorizer: verbs, apiGroups, resources, ``resource/subresource`` and
 ``*/subresource``, resourceNames, and RoleBindings granting only inside their namespace.
 Non-resource paths (discovery, /version, /openapi) are open to every authenticated user,
-as the default ``system:discovery`` binding makes them. A denial is a 403 Forbidden Status
-worded as Kubernetes words it, and is kept in `Rbac.denials` for tests.
+as the default ``system:discovery`` binding makes them, and so are the self reviews
+(``system:basic-user``: `kubectl auth can-i`, `kubectl auth whoami`). A denial is a 403
+Forbidden Status worded as Kubernetes words it, and is kept in `Rbac.denials` for tests.
 
 A list or watch with a ``metadata.name=<x>`` field selector is authorized against name ``x``,
 as Kubernetes does. Not emulated: aggregated ClusterRoles (aggregationRule), impersonation,
@@ -32,6 +33,15 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+BASIC_USER = frozenset(
+    {
+        ("authorization.k8s.io", "selfsubjectaccessreviews"),
+        ("authorization.k8s.io", "selfsubjectrulesreviews"),
+        ("authentication.k8s.io", "selfsubjectreviews"),
+    }
+)
+"""What the default system:basic-user binding lets every authenticated user create
+(`kubectl auth can-i`, `kubectl auth whoami`: reviews.py)."""
 
 Obj = dict[str, Any]
 
@@ -179,6 +189,7 @@ class Rbac:
             "kubernetes-admin", groups=(MASTERS, AUTHENTICATED)
         )
         self.denials: list[Denial] = []
+        store.authorizer = self  # SelfSubjectAccessReviews are decided here (reviews.py)
 
     # -- authentication ----------------------------------------------------------------
     def add_token(self, user: UserInfo) -> str:
@@ -242,6 +253,12 @@ class Rbac:
             return True
         if not attrs.resource_request:
             return AUTHENTICATED in user.groups  # system:discovery, system:public-info-viewer
+        if (
+            AUTHENTICATED in user.groups
+            and attrs.verb == "create"
+            and (attrs.api_group, attrs.resource) in BASIC_USER
+        ):
+            return True
         return any(rule_allows(r, attrs) for r in self.rules_for(user, attrs.namespace))
 
     def check(

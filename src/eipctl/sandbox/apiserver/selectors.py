@@ -80,20 +80,32 @@ def _field_value(obj: dict[str, Any], path: str) -> str:
     return str(cur)
 
 
-def field_selector(text: str | None) -> Predicate | None:
-    """Parse a fieldSelector (metadata.name, metadata.namespace and plain dotted paths)."""
+FieldGetter = Callable[[dict[str, Any]], str]
+
+
+def _plain_path(label: str) -> FieldGetter:
+    return lambda obj: _field_value(obj, label)
+
+
+def field_selector(
+    text: str | None, resolve: Callable[[str], FieldGetter] | None = None
+) -> Predicate | None:
+    """Parse a fieldSelector (`=`, `==`, `!=` terms). `resolve` turns each label into the
+    value it selects on, raising 400 for a label the resource does not support (see
+    field_labels.py); without it every label is a plain dotted path."""
     if not text:
         return None
-    reqs: list[tuple[str, bool, str]] = []
+    reqs: list[tuple[FieldGetter, bool, str]] = []
     for term in _split_terms(text):
         m = re.match(r"^\s*([A-Za-z0-9_.]+)\s*(==|!=|=)\s*(.*?)\s*$", term)
         if not m:
-            raise bad_request(f"invalid field selector: {term!r}")
-        path, op, val = m.groups()
-        reqs.append((path, op != "!=", val))
+            raise bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
+        label, op, val = m.groups()
+        getter = (resolve or _plain_path)(label)
+        reqs.append((getter, op != "!=", val))
 
     def match(obj: dict[str, Any]) -> bool:
-        return all((_field_value(obj, p) == v) == eq for p, eq, v in reqs)
+        return all((get(obj) == v) == eq for get, eq, v in reqs)
 
     return match
 

@@ -2,42 +2,23 @@
 
 from __future__ import annotations
 
-import ipaddress
-import re
+import json
 from typing import TYPE_CHECKING, Any
 
-from . import errors, schema, service_status
+from . import builtin_rules, builtin_schema, errors, schema, service_spec, service_status
 from .resources import CRD_KEY, ResourceType, check_crd, crd_status
 
 if TYPE_CHECKING:
     from .engine import Engine
 
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SERVICE_NET = ipaddress.ip_network("10.96.0.0/12")
 _CORE_NO_GENERATION = {"", "coordination.k8s.io", "rbac.authorization.k8s.io"}
 
 
 def check_name(rt: ResourceType, name: str) -> None:
-    """Names must be DNS subdomains (DNS labels for namespaces and services)."""
-    strict = rt.key in (("", "namespaces"), ("", "services"))
-    pattern = _LABEL if strict else _SUBDOMAIN
-    if len(name) > (63 if strict else 253) or not pattern.match(name):
-        what = "RFC 1123 label" if strict else "lowercase RFC 1123 subdomain"
-        raise errors.invalid(
-            rt.group,
-            rt.kind,
-            name,
-            [
-                {
-                    "reason": "FieldValueInvalid",
-                    "field": "metadata.name",
-                    "message": f'Invalid value: "{name}": a {what} must consist of lower case '
-                    "alphanumeric "
-                    "characters, '-' or '.', and must start and end with an alphanumeric character",
-                }
-            ],
-        )
+    """metadata.name as the kind's name rule judges it (builtin_rules.name_causes)."""
+    causes = builtin_rules.name_causes(rt, name)
+    if causes:
+        raise errors.invalid(rt.group, rt.kind, name, causes)
 
 
 def has_generation(rt: ResourceType) -> bool:
@@ -57,37 +38,6 @@ def _validate_custom(
     causes, _ = schema.validate(rt.schema, obj, old)
     if causes:
         raise errors.invalid(rt.group, rt.kind, obj["metadata"].get("name", ""), causes)
-
-
-def _check_labels(rt: ResourceType, obj: dict[str, Any]) -> None:
-    meta = obj["metadata"]
-    for fld in ("labels", "annotations"):
-        val = meta.get(fld)
-        if val is None:
-            continue
-        if not isinstance(val, dict) or not all(isinstance(v, str) for v in val.values()):
-            raise errors.invalid(
-                rt.group,
-                rt.kind,
-                meta.get("name", ""),
-                [
-                    {
-                        "reason": "FieldValueInvalid",
-                        "field": f"metadata.{fld}",
-                        "message": "Invalid value: values must be strings",
-                    }
-                ],
-            )
-
-
-def _allocate_cluster_ip(store: Engine) -> str:
-    services = store.list_objects(store.registry.lookup("", "v1", "services"), None, None)
-    used = {(s.get("spec") or {}).get("clusterIP") for s in services}
-    for host in _SERVICE_NET.hosts():
-        ip = str(host)
-        if ip != "10.96.0.1" and ip not in used:
-            return ip
-    raise errors.ApiError(500, "service IP range exhausted")
 
 
 def check_finalizers(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
@@ -113,16 +63,39 @@ def check_finalizers(rt: ResourceType, new: dict[str, Any], old: dict[str, Any])
         )
 
 
+def _refuse(rt: ResourceType, obj: dict[str, Any], causes: list[dict[str, str]]) -> None:
+    if causes:
+        raise errors.invalid(rt.group, rt.kind, obj["metadata"].get("name", ""), causes)
+
+
+def _decode(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Built-ins are decoded into their Go types first: 400 on a wrong type, unknown fields
+    dropped (builtin_schema.py)."""
+    if not rt.from_crd:
+        builtin_schema.admit(rt.group, rt.version, rt.kind, obj)
+
+
+def _other_service_specs(store: Engine, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = obj["metadata"]
+    me = (meta.get("namespace"), meta.get("name"))
+    services = store.list_objects(store.registry.lookup("", "v1", "services"), None, None)
+    return [
+        s.get("spec") or {}
+        for s in services
+        if (s["metadata"].get("namespace"), s["metadata"]["name"]) != me
+    ]
+
+
 def prepare_create(rt: ResourceType, obj: dict[str, Any], store: Engine) -> None:
-    """Defaults, status resets and validation for a new object."""
-    _check_labels(rt, obj)
+    """Decoding, defaults, status resets and validation for a new object."""
+    _decode(rt, obj)
+    meta_causes = builtin_rules.metadata_causes(obj["metadata"])
     if rt.key == CRD_KEY:
-        causes = check_crd(obj)
-        if causes:
-            raise errors.invalid(rt.group, rt.kind, obj["metadata"]["name"], causes)
+        _refuse(rt, obj, meta_causes + check_crd(obj))
         obj["status"] = crd_status(obj)
         return
     if rt.from_crd:
+        _refuse(rt, obj, meta_causes)
         if rt.has_status:
             obj.pop("status", None)
         _validate_custom(rt, obj)
@@ -136,70 +109,71 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], store: Engine) -> None
         ]
     elif key == ("", "services"):
         spec = obj.setdefault("spec", {})
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        if spec.get("type") != "ExternalName" and not spec.get("clusterIP"):
-            spec["clusterIP"] = _allocate_cluster_ip(store)
-        if spec.get("clusterIP") and "clusterIPs" not in spec:
-            spec["clusterIPs"] = [spec["clusterIP"]]
-        for port in spec.get("ports") or []:
-            port.setdefault("protocol", "TCP")
-            port.setdefault("targetPort", port.get("port"))
+        service_spec.apply_defaults(spec, None, _other_service_specs(store, obj))
         obj["status"] = {"loadBalancer": {}}  # a created Service starts with no status
     elif key == ("", "pods"):
         obj["status"] = {"phase": "Pending"}
+    _refuse(rt, obj, meta_causes + builtin_rules.kind_causes(rt, obj))
 
 
 def prepare_update(
-    rt: ResourceType, new: dict[str, Any], old: dict[str, Any], subresource: str | None
+    rt: ResourceType,
+    new: dict[str, Any],
+    old: dict[str, Any],
+    subresource: str | None,
+    store: Engine | None = None,
 ) -> None:
-    """Validation and immutable-field rules for a replacement."""
-    _check_labels(rt, new)
+    """Decoding, defaults, validation and immutable-field rules for a replacement."""
+    _decode(rt, new)
+    meta_causes = builtin_rules.metadata_causes(new["metadata"])
     if rt.key == CRD_KEY:
         if subresource != "status":
-            causes = check_crd(new)
-            if causes:
-                raise errors.invalid(rt.group, rt.kind, new["metadata"]["name"], causes)
+            _refuse(rt, new, meta_causes + check_crd(new))
             new["status"] = crd_status(new)
         return
     if rt.from_crd:
+        _refuse(rt, new, meta_causes)
         _validate_custom(rt, new, old)
         return
-    if rt.key == ("", "services") and subresource != "status":
-        spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
-        if not spec.get("clusterIP"):
-            for k in ("clusterIP", "clusterIPs"):
-                if k in old_spec:
-                    spec[k] = old_spec[k]
-        elif spec.get("clusterIP") != old_spec.get("clusterIP"):
-            raise errors.invalid(
-                rt.group,
-                rt.kind,
-                new["metadata"]["name"],
-                [
-                    {
-                        "reason": "FieldValueInvalid",
-                        "field": "spec.clusterIPs[0]",
-                        "message": "Invalid value: field is immutable",
-                    }
-                ],
-            )
-        spec.setdefault("type", old_spec.get("type", "ClusterIP"))
-        spec.setdefault("sessionAffinity", "None")
-        for port in spec.get("ports") or []:
-            port.setdefault("protocol", "TCP")
-            port.setdefault("targetPort", port.get("port"))
     if rt.key == ("", "services"):
-        _service_status(rt, new, subresource)
+        _update_service(rt, new, old, subresource, store)
+        return
     if rt.key == ("", "namespaces"):
         new["spec"] = old.get("spec", {})
+    _refuse(rt, new, meta_causes + builtin_rules.kind_causes(rt, new))
 
 
-def _service_status(rt: ResourceType, new: dict[str, Any], subresource: str | None) -> None:
-    """ipMode defaulting on every Service update; status.loadBalancer validation on /status
-    (the main endpoint keeps the stored status). See service_status.py."""
+def _update_service(
+    rt: ResourceType,
+    new: dict[str, Any],
+    old: dict[str, Any],
+    subresource: str | None,
+    store: Engine | None,
+) -> None:
+    """Spec writes: clusterIP immutability, defaults, ValidateService. /status writes:
+    ipMode defaulting and ValidateLoadBalancerStatus (service_status.py)."""
     service_status.default_ip_mode(new)
+    meta_causes = builtin_rules.metadata_causes(new["metadata"])
     if subresource == "status":
-        causes = service_status.load_balancer_causes(new)
-        if causes:
-            raise errors.invalid(rt.group, rt.kind, new["metadata"]["name"], causes)
+        causes = service_status.load_balancer_causes(new) + builtin_rules.ingress_causes(new)
+        _refuse(rt, new, meta_causes + causes)
+        return
+    spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
+    changed = spec.get("clusterIP") and spec.get("clusterIP") != old_spec.get("clusterIP")
+    if changed and old_spec.get("clusterIP") and spec.get("type") != "ExternalName":
+        raise errors.invalid(
+            rt.group,
+            rt.kind,
+            new["metadata"]["name"],
+            [
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": "spec.clusterIPs[0]",
+                    "message": f"Invalid value: {json.dumps([spec['clusterIP']])}: "
+                    "may not change once set",
+                }
+            ],
+        )
+    others = _other_service_specs(store, new) if store is not None else []
+    service_spec.apply_defaults(spec, old_spec, others)
+    _refuse(rt, new, meta_causes + builtin_rules.kind_causes(rt, new))
