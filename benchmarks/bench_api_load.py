@@ -32,8 +32,12 @@ controllers is the sandbox's design, not a cluster's: this process's CPU and loo
 reported so that a figure distorted by it can be told apart (docs/sandbox.md, "How many
 nodes"). A run that reaches no steady state is measured all the same and flagged ``!``.
 
+Past 300 nodes the sandbox runs its nodes in worker processes (`eipctl.sandbox.workers`, one
+per core); `--workers N` chooses (0: all in the sandbox process), and the table shows their
+CPU beside the sandbox process's (then the emulator's alone).
+
 Run: python benchmarks/bench_api_load.py [--nodes 10,50,200,1000] [--window 20]
-        [--settle 5] [--services 10] [--profile] [--keep] [--log-level info]
+        [--settle 5] [--services 10] [--workers N] [--profile] [--keep] [--log-level info]
 (`--profile` runs cProfile in the sandbox process during each window and prints the top
 functions; it slows that process down, so its figures are not the unprofiled ones.
 `--keep` keeps each run's logs and prints where.)
@@ -86,6 +90,12 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile the sandbox process")
     parser.add_argument("--keep", action="store_true", help="keep each run's logs (path printed)")
     parser.add_argument("--log-level", default="warning", help="of the sandbox process's log")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="node worker processes (0: the nodes in the sandbox process; default: the "
+        "sandbox's choice, `session.node_workers`)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child: one run, JSON out
     args = parser.parse_args()
     window = max(MIN_WINDOW, args.window)
@@ -98,6 +108,7 @@ def main() -> int:
             profile=args.profile,
             keep=args.keep,
             log_level=args.log_level,
+            workers=args.workers,
         )
     print(f"machine: {machine()}", flush=True)
     print(
@@ -113,6 +124,7 @@ def main() -> int:
         argv += ["--log-level", args.log_level]
         argv += ["--profile"] if args.profile else []
         argv += ["--keep"] if args.keep else []
+        argv += [] if args.workers is None else ["--workers", str(args.workers)]
         proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
         lines = proc.stdout.splitlines()
         for line in lines:
@@ -141,6 +153,7 @@ def table(results: list[dict[str, Any]]) -> list[str]:
         ("sched CPU%", "{sched_cpu:.0f}"),
         ("sched RSS MB", "{sched_rss_mb:.0f}"),
         ("sandbox CPU%", "{self_cpu:.0f}"),
+        ("workers CPU%", "{workers}: {workers_cpu:.0f}"),
         ("lag p99/max ms", "{lag_p99_ms:.0f}/{lag_max_ms:.0f}"),
         ("false deaths", "{false_deaths}"),
         ("fences", "{fences}"),
@@ -278,6 +291,16 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def workers_cpu(box: Any) -> float:
+    """CPU seconds of the node worker processes so far (0 when the nodes run in this one)."""
+    total = 0.0
+    for worker in getattr(box.fleet, "workers", []):
+        if worker.proc is not None and worker.proc.returncode is None:
+            with contextlib.suppress(OSError):
+                total += cpu_seconds(worker.proc.pid)
+    return total
 
 
 def self_cpu() -> float:
@@ -426,6 +449,7 @@ def one(
     profile: bool,
     keep: bool,
     log_level: str,
+    workers: int | None,
 ) -> int:
     import structlog
 
@@ -457,7 +481,9 @@ def one(
             log_level="info",  # the scheduler's node.dead / liveness.stalled lines are counted
         )
         try:
-            result = asyncio.run(_one(settings, window=window, settle=settle, profile=profile))
+            result = asyncio.run(
+                _one(settings, window=window, settle=settle, profile=profile, workers=workers)
+            )
         finally:
             stream.close()
         sched_log = (Path(tmp) / "state" / "scheduler.log").read_text(errors="replace")
@@ -477,11 +503,26 @@ def one(
     return 0
 
 
-async def _one(settings: Any, *, window: float, settle: float, profile: bool) -> dict[str, Any]:
+async def samples(box: Any) -> tuple[float, float]:
+    """Fence transitions and liveness replies sent so far, by every simulated node (in this
+    process, or summed over the worker processes)."""
+    fences, replies = (
+        "eipctl_controller_fence_transitions_total",
+        "eipctl_liveness_replies_sent_total",
+    )
+    if hasattr(box.fleet, "samples"):
+        found = await box.fleet.samples()
+        return found.get(fences, 0.0), found.get(replies, 0.0)
+    return sample(fences, kind="fence"), sample(replies)
+
+
+async def _one(
+    settings: Any, *, window: float, settle: float, profile: bool, workers: int | None
+) -> dict[str, Any]:
     from eipctl.sandbox.session import Sandbox
 
     n = settings.nodes
-    box = Sandbox(settings, out=io.StringIO(), tty=False)
+    box = Sandbox(settings, out=io.StringIO(), tty=False, workers=workers)
     tally = Tally()
     instrument(box, tally)
     stop = asyncio.Event()
@@ -504,9 +545,8 @@ async def _one(settings: Any, *, window: float, settle: float, profile: bool) ->
         gcm = GcMeter()
         profiler = cProfile.Profile() if profile else None
         before = tally.copy()
-        fences0 = sample("eipctl_controller_fence_transitions_total", kind="fence")
-        replies0 = sample("eipctl_liveness_replies_sent_total")
-        cpu0 = (cpu_seconds(sched), cpu_seconds(alloc), self_cpu())
+        fences0, replies0 = await samples(box)
+        cpu0 = (cpu_seconds(sched), cpu_seconds(alloc), self_cpu(), workers_cpu(box))
         started = time.monotonic()
         lag.start()
         gcm.start()
@@ -516,12 +556,12 @@ async def _one(settings: Any, *, window: float, settle: float, profile: bool) ->
         if profiler is not None:
             profiler.disable()
         elapsed = time.monotonic() - started
-        cpu1 = (cpu_seconds(sched), cpu_seconds(alloc), self_cpu())
+        cpu1 = (cpu_seconds(sched), cpu_seconds(alloc), self_cpu(), workers_cpu(box))
         lag_p99, lag_max = await lag.stop()
         gc_stats = gcm.stop()
         after = tally.copy()
-        fences = sample("eipctl_controller_fence_transitions_total", kind="fence") - fences0
-        replies = sample("eipctl_liveness_replies_sent_total") - replies0
+        fences1, replies1 = await samples(box)
+        fences, replies = fences1 - fences0, replies1 - replies0
         fenced_now = sum(
             1
             for node in box.fleet.nodes.values()
@@ -582,6 +622,8 @@ async def _one(settings: Any, *, window: float, settle: float, profile: bool) ->
         "sched_cpu": 100 * (cpu1[0] - cpu0[0]) / elapsed,
         "alloc_cpu": 100 * (cpu1[1] - cpu0[1]) / elapsed,
         "self_cpu": 100 * (cpu1[2] - cpu0[2]) / elapsed,
+        "workers": len(getattr(box.fleet, "workers", [])),
+        "workers_cpu": 100 * (cpu1[3] - cpu0[3]) / elapsed,
         "sched_rss_mb": sched_rss,
         "lag_p99_ms": lag_p99 * 1000,
         "lag_max_ms": lag_max * 1000,

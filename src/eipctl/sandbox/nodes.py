@@ -13,6 +13,12 @@ Killing a node is a machine dying: its liveness replies stop at once, its contro
 with every address on it. Reviving boots the machine again: an empty link with the same
 MAC, a fresh controller that answers probes again and registers its IpNode (with its new
 port). The scheduler notices both on its own, from the replies, as it would in a cluster.
+
+The nodes of one sandbox share one API client (`SharedApi`: one connection pool, no proxy
+or netrc lookups) instead of a deployed controller's two each: they are one process, and
+two kubernetes-asyncio clients per node cost more CPU than the node's own work (each request
+of a ``trust_env`` session hops to a thread twice, for ~/.netrc and the proxy variables).
+Every node still makes its own requests: its API checks, heartbeats, watch and writes.
 """
 
 from __future__ import annotations
@@ -20,16 +26,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import structlog
 
 from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.controller.process import node_settings
 from eipctl.core.liveness_wire import Keyring
-from eipctl.kube.client import KubeApi, connect
+from eipctl.kube.client import KubeApi
 from eipctl.net.link import IPAddress, parse_ip
 from eipctl.net.memory import MemoryLinkBackend, Segment
 from eipctl.runtime.config import ControllerSettings
@@ -41,13 +50,78 @@ ANNOUNCE_INTERVAL = 0.2  # no real ARP cache to outlast in memory; keep failover
 STOP_TIMEOUT = 3.0
 RESTART_DELAY = 1.0
 BOOT_WAVE = 25
-"""Nodes powered on together; the next wave waits until these have registered. A controller
-that starts costs ~50 ms of CPU (two API clients, each loading the CA bundle); a thousand
-starting at once would hold the shared loop for a minute, and every one of them would fence
-before its first API check came back."""
+"""Nodes powered on together; the next wave waits until these have registered: a thousand
+starting at once would hold the shared loop for seconds (each registers, lists its claims
+and starts its watch), and every one of them would fence before its first API check came
+back."""
 BOOT_WAVE_WAIT = 10.0
 LINK = "eth0"
 LIVENESS_PORT = 0  # any: two sandboxes (or test runs) side by side never collide
+API_TIMEOUT = 10.0  # the controller's main client (`controller.process`)
+READ_BUFFER = 2**21  # as kubernetes-asyncio's own session: a watch event may be large
+
+
+class SharedApi:
+    """One kubernetes-asyncio client for every simulated node of this process, made on
+    first use. Its session has no connection limit (each node's watch holds a connection
+    for good: kubernetes-asyncio's 100 would queue the 101st node's requests behind them)
+    and does not trust the environment (no thread hop per request for ~/.netrc and the
+    proxy variables: the sandbox's API is on loopback)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self._client: Any = None
+        self._lock = asyncio.Lock()
+
+    async def client(self) -> Any:
+        async with self._lock:
+            if self._client is None:
+                from kubernetes_asyncio import config
+
+                client = await config.new_client_from_config(config_file=str(self.kubeconfig))
+                rest = client.rest_client
+                stock, rest.pool_manager = (
+                    rest.pool_manager,
+                    aiohttp.ClientSession(
+                        connector=aiohttp.TCPConnector(limit=0),
+                        trust_env=False,
+                        read_bufsize=READ_BUFFER,
+                    ),
+                )
+                await stock.close()
+                self._client = client
+            return self._client
+
+    async def apis(self, node_timeout: float) -> tuple[KubeApi, KubeApi]:
+        """A node's two views of the client, as `controller.process` connects them: the
+        main one, and the API checks' and heartbeats' (whose requests time out after
+        `node_timeout`). Closing them leaves the client open."""
+        client = await self.client()
+        return (
+            KubeApi(client, request_timeout=API_TIMEOUT),
+            KubeApi(client, request_timeout=node_timeout),
+        )
+
+    async def close(self) -> None:
+        async with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+
+class NodeBackend(MemoryLinkBackend):
+    """A simulated node's in-memory link; `on_add` hears of every address added (or
+    renewed), so that the nodes holding addresses can be told from the hundreds that do not
+    without looking at every link."""
+
+    def __init__(self, on_add: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self._on_add = on_add
+
+    async def add(self, ifname: str, ip: str | IPAddress, prefixlen: int, valid_lft: int) -> None:
+        await super().add(ifname, ip, prefixlen, valid_lft)
+        if self._on_add is not None:
+            self._on_add()
 
 
 class NodeState(enum.StrEnum):
@@ -57,6 +131,12 @@ class NodeState(enum.StrEnum):
 
 class NodeError(Exception):
     """A kill/revive request that does not apply (unknown node, already dead...)."""
+
+
+def unknown_node(name: str, names: list[str]) -> NodeError:
+    """The error for a node name not in `names` (the first few and the last shown)."""
+    known = ", ".join(names if len(names) <= 10 else [*names[:3], "...", names[-1]])
+    return NodeError(f"no node {name!r} (nodes: {known})")
 
 
 @dataclass(frozen=True)
@@ -88,17 +168,20 @@ class SimulatedNode:
         index: int,
         *,
         segment: Segment,
-        kubeconfig: Path,
+        kube: SharedApi,
         settings: NodeSettings,
         keyring: Keyring | None = None,
+        on_add: Callable[[], None] | None = None,
     ) -> None:
-        """``keyring``: the liveness key; None runs the controller without a responder."""
+        """``keyring``: the liveness key; None runs the controller without a responder.
+        ``on_add``: called whenever the controller adds (or renews) an address."""
         self.name = name
         self.mac = _mac_for(index)
         self.segment = segment
-        self.kubeconfig = kubeconfig
+        self.kube = kube
         self.settings = settings
         self.keyring = keyring
+        self.on_add = on_add
         self.state = NodeState.KILLED
         self.boots = 0
         self.backend: MemoryLinkBackend | None = None
@@ -129,7 +212,7 @@ class SimulatedNode:
         """Power on: an empty link on the segment and a controller that runs until killed."""
         if self.state is NodeState.UP:
             raise NodeError(f"{self.name} is already up")
-        backend = MemoryLinkBackend()
+        backend = NodeBackend(self.on_add)
         backend.create_link(self.settings.link, self.mac, segment=self.segment)
         self.backend = backend
         self.state = NodeState.UP
@@ -206,14 +289,8 @@ class SimulatedNode:
                         await stop.wait()
 
     async def _run_controller(self, backend: MemoryLinkBackend, stop: asyncio.Event) -> None:
-        apis: list[KubeApi] = []
         try:
-            api = await connect(str(self.kubeconfig), request_timeout=10.0)
-            apis.append(api)
-            heartbeat_api = await connect(
-                str(self.kubeconfig), request_timeout=self.settings.node_timeout
-            )
-            apis.append(heartbeat_api)
+            api, heartbeat_api = await self.kube.apis(self.settings.node_timeout)
 
             async def announcer(
                 link: str, ip: str | IPAddress, /, *, still_ours: Callable[[], bool] | None = None
@@ -239,25 +316,32 @@ class SimulatedNode:
         finally:
             self._silence()  # also when the shutdown was cut short
             self.controller = None
-            for client in apis:
-                with contextlib.suppress(Exception):
-                    await client.close()
 
 
 class Fleet:
     """The simulated nodes, by name."""
 
     def __init__(
-        self, names: list[str], *, kubeconfig: Path, keyring: Keyring | None = None
+        self,
+        names: list[str],
+        *,
+        kubeconfig: Path,
+        keyring: Keyring | None = None,
+        first: int = 1,
     ) -> None:
+        """``first``: the index of the first name (its MAC and liveness address), when
+        these nodes are a block of a larger fleet (`eipctl.sandbox.workers`)."""
         self.segment = Segment()
+        self.kube = SharedApi(kubeconfig)
+        self.holding: set[str] = set()
+        """Nodes that added an address (kept until someone finds them empty again)."""
         defaults = ControllerSettings()
         self.nodes = {
             name: SimulatedNode(
                 name,
                 index,
                 segment=self.segment,
-                kubeconfig=kubeconfig,
+                kube=self.kube,
                 # restart_grace 0: a kill is a crash, never a clean restart that asks the
                 # scheduler to wait before moving the node's IPs
                 settings=replace(
@@ -266,17 +350,16 @@ class Fleet:
                     liveness_port=LIVENESS_PORT,
                 ),
                 keyring=keyring,
+                on_add=functools.partial(self.holding.add, name),
             )
-            for index, name in enumerate(names, start=1)
+            for index, name in enumerate(names, start=first)
         }
 
     def get(self, name: str) -> SimulatedNode:
         try:
             return self.nodes[name]
         except KeyError:
-            names = list(self.nodes)
-            known = ", ".join(names if len(names) <= 10 else [*names[:3], "...", names[-1]])
-            raise NodeError(f"no node {name!r} (nodes: {known})") from None
+            raise unknown_node(name, list(self.nodes)) from None
 
     def boot_all(self) -> None:
         for node in self.nodes.values():
@@ -314,3 +397,4 @@ class Fleet:
         """Stop every controller (the sandbox is ending; addresses do not matter any more)."""
         up = [n for n in self.nodes.values() if n.state is NodeState.UP]
         await asyncio.gather(*(n.kill() for n in up), return_exceptions=True)
+        await self.kube.close()

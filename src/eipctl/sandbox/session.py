@@ -3,7 +3,8 @@
 Boot order: the API emulator (in this process), CRDs, pool, Nodes and demo Services, the
 kubeconfigs and the liveness key (a random one per run, ``<state dir>/liveness.key``), the
 control socket, the simulated nodes' controllers (tasks in this loop, on in-memory links,
-answering liveness probes on loopback; with --netns, processes in namespaces), then the
+answering liveness probes on loopback; past `NODES_PER_PROCESS` nodes the same in worker
+processes; with --netns, processes in namespaces), then the
 allocator and scheduler (child processes; the scheduler probes the nodes with the same key,
 from the control namespace with --netns). Shutdown runs the other way round: no more
 control requests, children stopped (SIGTERM, then SIGKILL), controllers stopped, emulator
@@ -34,6 +35,7 @@ from eipctl.sandbox.control import ControlServer, Reply, Request
 from eipctl.sandbox.netns import NetnsFleet, write_node_kubeconfig
 from eipctl.sandbox.nodes import Fleet, NodeError, NodeState
 from eipctl.sandbox.view import LiveView, NodeLine, Snapshot, render, rows_from
+from eipctl.sandbox.workers import WorkerFleet
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +43,8 @@ REFRESH_INTERVAL = 0.5
 CHILD_GRACE = 5.0
 NODES_READY_TIMEOUT = 20.0
 NODES_READY_PER_NODE = 0.05  # the nodes that stalled a boot wave may still be registering
+NODES_READY_POLL = 0.1  # per 100 nodes
+NODES_READY_POLL_MAX = 1.0
 LIVENESS_KEY = "liveness.key"
 HISTORY_WINDOW = 5000
 HISTORY_PER_NODE = 10  # boot writes a few events per node; a watch should not fall out
@@ -49,6 +53,19 @@ GC_THRESHOLDS = (10_000, 20, 100)
 collection walks every object with the loop stopped, and with hundreds of nodes it came
 several times a minute and took up to 0.75 s; a reply that late makes a node look dead
 (benchmarks/bench_api_load.py, 300 nodes: GC 4.2 s of every 20 s -> 0.3 s)."""
+NODES_PER_PROCESS = 300
+"""Simulated nodes one process (one core) carries with room to spare (~1.5 ms of CPU per
+node per second, docs/benchmarks.md); beyond, the nodes move to worker processes."""
+
+
+def node_workers(nodes: int, cpus: int | None = None) -> int:
+    """Worker processes for `nodes` simulated nodes: none (this process) up to
+    `NODES_PER_PROCESS`, else enough for that many each, at most one per CPU and at least
+    two (this process keeps the API emulator)."""
+    if nodes <= NODES_PER_PROCESS:
+        return 0
+    cpus = cpus if cpus is not None else os.cpu_count() or 1
+    return max(2, min(cpus, -(-nodes // NODES_PER_PROCESS)))
 
 
 def write_key(path: Path, text: str) -> None:
@@ -60,7 +77,11 @@ def write_key(path: Path, text: str) -> None:
 
 
 class Sandbox:
-    def __init__(self, settings: SandboxSettings, *, out: TextIO, tty: bool) -> None:
+    def __init__(
+        self, settings: SandboxSettings, *, out: TextIO, tty: bool, workers: int | None = None
+    ) -> None:
+        """``workers``: processes for the simulated nodes (0: this one); None chooses
+        (`node_workers`). Not used with --netns, whose nodes are processes already."""
         self.settings = settings
         self.state_dir = Path(settings.state_dir).absolute()
         self.kubeconfig = self.state_dir / "kubeconfig"
@@ -73,12 +94,21 @@ class Sandbox:
             history_window=max(HISTORY_WINDOW, HISTORY_PER_NODE * settings.nodes),
             bookmark_interval=5.0,
         )
-        self.fleet: Fleet | NetnsFleet
+        self.fleet: Fleet | NetnsFleet | WorkerFleet
         if settings.netns:
             self.fleet = NetnsFleet(
                 node_names(settings.nodes),
                 state_dir=self.state_dir,
                 upstream=("127.0.0.1", 0),  # the API's port, once it listens
+                log_level=settings.log_level,
+            )
+        elif (count := node_workers(settings.nodes) if workers is None else workers) > 0:
+            self.fleet = WorkerFleet(
+                node_names(settings.nodes),
+                workers=count,
+                kubeconfig=self.kubeconfig,
+                key_file=self.liveness_key,
+                state_dir=self.state_dir,
                 log_level=settings.log_level,
             )
         else:
@@ -143,6 +173,8 @@ class Sandbox:
             gc.set_threshold(*GC_THRESHOLDS)
             if isinstance(self.fleet, Fleet):
                 await self.fleet.start(stop, after_wave=gc.freeze)
+            elif isinstance(self.fleet, WorkerFleet):
+                await self.fleet.start(stop)
             else:
                 await self.fleet.start()
             await self._wait_for_nodes(api, stop)
@@ -188,6 +220,8 @@ class Sandbox:
         the first placements spread over all of them (claims never move back by design)."""
         want = set(self.fleet.nodes)
         timeout = max(NODES_READY_TIMEOUT, NODES_READY_PER_NODE * len(want))
+        # a list of every IpNode is not free for the emulator, which the booting nodes need
+        poll = min(NODES_READY_POLL_MAX, NODES_READY_POLL * max(1, len(want) / 100))
         try:
             async with asyncio.timeout(timeout):
                 while not stop.is_set():
@@ -200,7 +234,7 @@ class Sandbox:
                         }
                         if want <= beating:
                             return
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(poll)
         except TimeoutError:
             log.warning("sandbox.nodes.slow", waited=timeout)
 

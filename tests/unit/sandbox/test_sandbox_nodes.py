@@ -145,6 +145,7 @@ async def test_node_applies_its_claims_and_answers_probes(
     address, port = endpoint(apiserver, "node-2") or ("", 0)
     assert address == "127.1.0.2" and port > 0
     assert fleet.holder_of("203.0.113.10") == "node-1"  # node-2 never took it
+    assert fleet.holding == {"node-1"}  # the nodes a worker looks at for address changes
     status = {s.name: s for s in await fleet.statuses()}
     assert status["node-1"].addresses == ["203.0.113.10"]
     assert status["node-1"].mac == "02:e1:00:00:00:01"
@@ -243,3 +244,19 @@ async def test_nodes_boot_a_wave_at_a_time(
         assert await second.wait_registered(15.0)
     finally:
         await fleet.stop()
+
+
+async def test_the_nodes_share_one_client_that_trusts_no_environment(
+    apiserver: ApiServer, fleet: Fleet, scheduler: Scheduler
+) -> None:
+    await scheduler.answering("node-1")
+    await scheduler.answering("node-2")
+    client = await fleet.kube.client()
+    session = client.rest_client.pool_manager
+    assert session.trust_env is False  # no thread hop per request for ~/.netrc and proxies
+    assert session.connector.limit == 0  # every node's watch holds a connection
+    controllers = [fleet.get(n).controller for n in ("node-1", "node-2")]
+    apis = {id(c.reachability._api.api_client) for c in controllers if c is not None}
+    assert apis == {id(client)}
+    await fleet.stop()
+    assert session.closed
