@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from eipctl.core.link_choice import HostLinks, LinkFacts
 from eipctl.net.errors import ForeignAddressError, LinkNotFoundError, SocketError
 from eipctl.net.link import IPAddress, LinkAddress, ManagedAddress, ProbeConflict, parse_ip
 
@@ -70,6 +71,9 @@ class MemoryLinkBackend:
         self._clock = clock
         self._links: dict[str, tuple[bytes, list[_Entry]]] = {}
         self._segments: dict[str, Segment] = {}
+        self._down: set[str] = set()
+        self.default_route_links: list[str] = []
+        """`host_links`: where the default routes go, IPv4 ones first (a test sets it)."""
         self.fail_next: Exception | None = None
         self.closed = False
 
@@ -88,6 +92,14 @@ class MemoryLinkBackend:
 
     def delete_link(self, ifname: str) -> None:
         self._links.pop(ifname, None)
+        self._down.discard(ifname)
+
+    def set_link_up(self, ifname: str, up: bool) -> None:
+        """Links are created up; `host_links` reports a link set down as down."""
+        if up:
+            self._down.discard(ifname)
+        else:
+            self._down.add(ifname)
 
     def has_address(self, ifname: str, ip: IPAddress) -> bool:
         if ifname not in self._links:
@@ -159,6 +171,20 @@ class MemoryLinkBackend:
 
     async def link_exists(self, ifname: str) -> bool:
         return ifname in self._links
+
+    async def host_links(self) -> HostLinks:
+        """`inventory.LinkInventory`: the links, in creation order, with every address."""
+        if self.fail_next is not None:
+            exc, self.fail_next = self.fail_next, None
+            raise exc
+        return HostLinks(
+            links=tuple(
+                LinkFacts(name, name not in self._down, frozenset(e.ip for e in entries))
+                for name in self._links
+                for entries in [self._entries(name, inject=False)]
+            ),
+            default_route_links=tuple(self.default_route_links),
+        )
 
     async def close(self) -> None:
         self.closed = True

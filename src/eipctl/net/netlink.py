@@ -16,6 +16,7 @@ import asyncio
 import errno
 from collections.abc import AsyncIterator, Awaitable, Callable
 from ipaddress import IPv4Address, IPv4Network
+from socket import AF_INET, AF_INET6
 from typing import Any, TypeVar
 
 import structlog
@@ -27,6 +28,7 @@ from pyroute2.netlink.rtnl.ifaddrmsg import (
     IFA_F_SECONDARY,
 )
 
+from eipctl.core.link_choice import HostLinks
 from eipctl.net.errors import (
     ForeignAddressError,
     LinkNotFoundError,
@@ -34,6 +36,7 @@ from eipctl.net.errors import (
     NetlinkError,
     NetPermissionError,
 )
+from eipctl.net.inventory import host_links_of
 from eipctl.net.link import IPAddress, LinkAddress, ManagedAddress, parse_ip
 
 log = structlog.get_logger(__name__)
@@ -259,6 +262,18 @@ class NetlinkLinkBackend:
         except LinkNotFoundError:
             return False
         return True
+
+    async def host_links(self) -> HostLinks:
+        """`inventory.LinkInventory`: every link, its addresses, the default routes' links."""
+
+        async def dump(ipr: Any) -> tuple[list[Any], list[Any], list[Any]]:
+            links = [m async for m in await ipr.link("dump")]
+            addresses = [m async for m in await ipr.addr("dump")]
+            routes = [m async for m in await ipr.route("dump", family=AF_INET)]
+            routes += [m async for m in await ipr.route("dump", family=AF_INET6)]
+            return links, addresses, routes
+
+        return host_links_of(*await self._call("dump links", dump))
 
     async def close(self) -> None:
         if self._ipr is not None:

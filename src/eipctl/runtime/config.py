@@ -8,6 +8,7 @@ when the probes stop too) and write an API heartbeat every 10 s, for people only
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from dataclasses import dataclass
@@ -166,7 +167,19 @@ class ControllerSettings(CommonSettings):
         parse_text,
         "name of this node's IpNode (the Kubernetes Node name)",
     )
-    iface: str = setting("eth0", parse_text, "link that holds the claims (unless spec.link)")
+    iface: str = setting(
+        "auto",
+        parse_text,
+        "link that holds the claims (unless spec.link); auto: the Node's annotation "
+        "eipctl.io/link, else the link holding its InternalIP (or --host-ip), else the "
+        "default route's link",
+    )
+    host_ip: str = setting(
+        os.environ.get("HOST_IP", ""),
+        parse_text,
+        "the node's own IP (the DaemonSet's status.hostIP): with --iface auto, the link "
+        "holding it is found when the Node's InternalIPs cannot be read",
+    )
     heartbeat_interval: float = setting(
         "10s",
         positive_duration,
@@ -190,8 +203,8 @@ class ControllerSettings(CommonSettings):
     liveness_address: str = setting(
         "",
         parse_text,
-        "IP where liveness probes are answered (default: the first address of --iface that "
-        "is not eipctl's, an IPv4 one if there is one)",
+        "IP where liveness probes are answered (default: the first address of the chosen "
+        "link that is not eipctl's, an IPv4 one if there is one)",
     )
     liveness_port: int = setting("9473", int_range(1, 65535), "UDP port of liveness replies")
     liveness_key_file: str | None = setting(
@@ -226,12 +239,18 @@ class ControllerSettings(CommonSettings):
     )
 
     def check(self) -> None:
-        """An API check slower than the timeout would fence a healthy node."""
+        """An API check slower than the timeout would fence a healthy node; a --host-ip
+        that is no IP would find no link."""
         if self.liveness_key_file is None:
             raise ValueError(
                 "--liveness-key-file is required: liveness probes are authenticated "
                 "(docs/liveness.md, the Secret eipctl-liveness)"
             )
+        if self.host_ip:
+            try:
+                ipaddress.ip_address(self.host_ip)
+            except ValueError:
+                raise ValueError(f"--host-ip: {self.host_ip!r} is not an IP address") from None
         if self.api_check_interval * 2 > self.node_timeout:
             raise ValueError(
                 f"--api-check-interval ({self.api_check_interval}s) must be at most half "

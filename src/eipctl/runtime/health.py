@@ -24,6 +24,8 @@ from eipctl.runtime.values import BindAddress
 log = structlog.get_logger(__name__)
 
 Check = Callable[[], bool]
+Reason = Callable[[], str | None]
+"""A readiness check that says why it fails (a string) or passes (None)."""
 
 
 class BindError(OSError):
@@ -48,6 +50,7 @@ class Health:
         self._stall_after = stall_after
         self._live: dict[str, Check] = {}
         self._ready: dict[str, Check] = {}
+        self._ready_reasons: dict[str, Reason] = {}
         self._runners: list[web.AppRunner] = []
         self._watchdog: asyncio.Task[None] | None = None
         self._last_tick = time.monotonic()
@@ -58,10 +61,19 @@ class Health:
     def add_readiness_check(self, name: str, check: Check) -> None:
         self._ready[name] = check
 
+    def add_readiness_reason(self, name: str, reason: Reason) -> None:
+        """A readiness check whose failure names its cause: /readyz shows ``name (reason)``
+        (an operator sees which link is missing without reading the logs)."""
+        self._ready_reasons[name] = reason
+
     def failing(self, which: str) -> list[str]:
         """Names of the failing checks of `which` ("live" or "ready")."""
         checks = self._live if which == "live" else self._ready
         failed = [name for name, check in checks.items() if not _safe(check)]
+        if which == "ready":
+            for name, reason in self._ready_reasons.items():
+                if (line := _with_reason(name, reason)) is not None:
+                    failed.append(line)
         if which == "live" and time.monotonic() - self._last_tick > self._stall_after:
             failed.append("event-loop")
         return failed
@@ -128,6 +140,15 @@ def _safe(check: Check) -> bool:
         return bool(check())
     except Exception:
         return False
+
+
+def _with_reason(name: str, reason: Reason) -> str | None:
+    """``name (why)`` when failing, None when passing; a raising check fails by its name."""
+    try:
+        why = reason()
+    except Exception:
+        return name
+    return None if why is None else f"{name} ({why})"
 
 
 def _answer(failed: list[str]) -> web.Response:
