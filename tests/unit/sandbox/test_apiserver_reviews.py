@@ -117,3 +117,31 @@ async def test_review_needs_exactly_one_kind_of_attributes(apiserver: ApiServer)
 async def test_reviews_are_create_only(apiserver: ApiServer) -> None:
     async with aiohttp.ClientSession(apiserver.url) as http, http.get(SSAR) as r:
         assert r.status == 405
+
+
+async def test_reviews_are_in_discovery(apiserver: ApiServer) -> None:
+    async with aiohttp.ClientSession(apiserver.url) as http:
+        async with http.get("/apis") as r:
+            groups = {g["name"]: g for g in (await r.json())["groups"]}
+        for group, plural, kind in (
+            ("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+            ("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview"),
+        ):
+            assert groups[group]["preferredVersion"] == {
+                "groupVersion": f"{group}/v1",
+                "version": "v1",
+            }
+            async with http.get(f"/apis/{group}") as r:
+                assert r.status == 200 and (await r.json())["kind"] == "APIGroup"
+            async with http.get(f"/apis/{group}/v1") as r:
+                assert (await r.json())["resources"] == [
+                    {
+                        "name": plural,
+                        "singularName": kind.lower(),
+                        "namespaced": False,
+                        "kind": kind,
+                        "verbs": ["create"],
+                    }
+                ]
+        async with http.get("/apis/authorization.k8s.io/v2") as r:
+            assert r.status == 404

@@ -104,10 +104,83 @@ def test_time_negative_int32_pointer_zero_and_int_or_string_int() -> None:
     assert decode_object(body) == obj
 
 
+def test_self_subject_review_answer_bytes_by_hand() -> None:
+    # SelfSubjectReview{2: status{1: userInfo{1: username "u", 3: groups ["g"],
+    # 4: extra {"k": ExtraValue{1: items ["a", "b"]}}}}}: ExtraValue is a message on the wire
+    # and a bare list in JSON
+    extra_value = "0a01610a0162"
+    entry = "0a016b" + f"12{len(extra_value) // 2:02x}{extra_value}"
+    user = "0a0175" + "1a0167" + f"22{len(entry) // 2:02x}{entry}"
+    status = f"0a{len(user) // 2:02x}{user}"
+    raw = f"12{len(status) // 2:02x}{status}"
+    obj = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "SelfSubjectReview",
+        "status": {"userInfo": {"username": "u", "groups": ["g"], "extra": {"k": ["a", "b"]}}},
+    }
+    body = envelope("authentication.k8s.io/v1", "SelfSubjectReview", raw)
+    assert encode_object(obj) == body
+    assert decode_object(body) == obj
+    # the access review's answer: status{1: allowed} is written even when false
+    answer = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/x", "verb": "get"}},
+        "status": {"allowed": False},
+    }
+    attributes = "0a022f78" + "1203676574"  # 1: path "/x", 2: verb "get"
+    spec = f"12{len(attributes) // 2:02x}{attributes}"
+    raw = f"12{len(spec) // 2:02x}{spec}" + "1a020800"
+    body = envelope("authorization.k8s.io/v1", "SelfSubjectAccessReview", raw)
+    assert encode_object(answer) == body
+    assert decode_object(body) == answer
+    # an ExtraValue item must be a string, not a varint
+    entry = "0a016b" + "12020801"
+    raw = "120b" + "0a09" + f"22{len(entry) // 2:02x}{entry}"
+    with pytest.raises(DecodeError, match="ExtraValue"):
+        decode_object(envelope("authentication.k8s.io/v1", "SelfSubjectReview", raw))
+
+
 # What kubectl 1.37 sent to the emulator (`create namespace ns1`, `create service clusterip
-# svc1 --tcp=80:8080`, `create deployment dep1 --image=nginx --port=80`): Go writes every
-# non-pointer field, empty or not, and the JSON of the decoded object leaves those out.
+# svc1 --tcp=80:8080`, `create deployment dep1 --image=nginx --port=80`, `auth can-i create
+# ipclaims`, `auth can-i get /healthz`, `auth whoami`): Go writes every non-pointer field,
+# empty or not, and the JSON of the decoded object leaves those out.
 KUBECTL_BODIES = {
+    "can-i": (
+        "6b3873000a320a17617574686f72697a6174696f6e2e6b38732e696f2f7631121753656c665375626a6563"
+        "74416363657373526576696577124c0a100a0012001a0022002a00320038004200122e0a2c0a0764656661"
+        "756c7412066372656174651a0965697063746c2e696f22002a086970636c61696d7332003a001a08080012"
+        "001a0020001a002200",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": "default",
+                    "verb": "create",
+                    "group": "eipctl.io",
+                    "resource": "ipclaims",
+                }
+            },
+            "status": {"allowed": False},
+        },
+    ),
+    "can-i-non-resource": (
+        "6b3873000a320a17617574686f72697a6174696f6e2e6b38732e696f2f7631121753656c665375626a6563"
+        "74416363657373526576696577122f0a100a0012001a0022002a003200380042001211120f0a082f686561"
+        "6c74687a12036765741a08080012001a0020001a002200",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}},
+            "status": {"allowed": False},
+        },
+    ),
+    "whoami": (
+        "6b3873000a2d0a1861757468656e7469636174696f6e2e6b38732e696f2f7631121153656c665375626a65"
+        "6374526576696577121a0a100a0012001a0022002a0032003800420012060a040a0012001a002200",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+    ),
     "namespace": (
         "6b3873000a0f0a02763112094e616d657370616365121b0a130a036e733112001a0022002a00320038004200"
         "12001a020a001a002200",
@@ -288,6 +361,7 @@ def _scalar(kind: str, zero: bool) -> st.SearchStrategy[Any]:
         "Time": _TIMES,
         "Quantity": _QUANTITIES,
         "IntOrString": st.one_of(_INT["int32"], st.text(max_size=8)),
+        "ExtraValue": st.lists(st.text(max_size=4), max_size=2),
         **_INT,
     }
     value = strategies[kind]

@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from . import openapi
+from . import openapi, reviews
 from .resources import VERBS, Registry, ResourceType
 
 KUBE_VERSION = {
@@ -49,15 +49,37 @@ def _group_entry(name: str, versions: list[str]) -> Obj:
     return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
 
+# The self reviews (reviews.py): create-only, stored nowhere, so not in the registry.
+_REVIEWS: dict[tuple[str, str], Obj] = {
+    (group, "v1"): {
+        "name": plural,
+        "singularName": kind.lower(),
+        "namespaced": False,
+        "kind": kind,
+        "verbs": ["create"],
+    }
+    for group, plural, kind in (reviews.SSAR, reviews.SSR)
+}
+
+
+def _groups(registry: Registry) -> dict[str, list[str]]:
+    groups = registry.groups()
+    for group, version in _REVIEWS:
+        versions = groups.setdefault(group, [])
+        if version not in versions:
+            versions.append(version)
+    return groups
+
+
 def api_group_list(registry: Registry) -> Obj:
     """GET /apis."""
-    groups = [_group_entry(g, vs) for g, vs in sorted(registry.groups().items()) if g]
+    groups = [_group_entry(g, vs) for g, vs in sorted(_groups(registry).items()) if g]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
 def api_group(registry: Registry, group: str) -> Obj | None:
     """GET /apis/<group>, None when no such group is served."""
-    versions = registry.groups().get(group)
+    versions = _groups(registry).get(group)
     if not versions:
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(group, versions)}
@@ -99,10 +121,11 @@ def _types_at(registry: Registry, group: str, version: str) -> list[ResourceType
 def api_resource_list(registry: Registry, group: str, version: str) -> Obj | None:
     """GET /api/v1 or /apis/<group>/<version>."""
     types = _types_at(registry, group, version)
-    if not types:
+    review = _REVIEWS.get((group, version))
+    if not types and review is None:
         return None
     gv = f"{group}/{version}" if group else version
-    resources = [e for t in types for e in _entry(t)]
+    resources = [e for t in types for e in _entry(t)] + ([dict(review)] if review else [])
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

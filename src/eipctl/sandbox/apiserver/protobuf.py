@@ -1,10 +1,10 @@
 """Kubernetes protobuf bodies for the built-in kinds: requests decoded, answers encoded.
 
 kubectl's imperative commands (`create namespace|configmap|secret|service|deployment`,
-`expose`, ...) POST `application/vnd.kubernetes.protobuf` and accept it first. The middleware
-turns such a body into the JSON object the handlers take, and an answer into protobuf when the
-client asks for it first and the object fits the tables (`protobuf_types.py`); any other
-answer stays JSON, which clients accept as their second choice.
+`expose`, ...) and `kubectl auth can-i|whoami` POST `application/vnd.kubernetes.protobuf` and
+accept it first. The middleware turns such a body into the JSON object the handlers take, and
+an answer into protobuf when the client asks for it first and the object fits the tables
+(`protobuf_types.py`); any other answer stays JSON, which clients accept as their second choice.
 """
 
 from __future__ import annotations
@@ -154,6 +154,14 @@ def _decode_value(kind: str, value: int | bytes) -> Any:
         return signed(_int(parts.get(2, 0)), 32)
     if kind == "Quantity":
         return utf8(_bytes(_plain_fields(raw).get(1, b"")), "Quantity") or "0"
+    if kind == "ExtraValue":  # {1: repeated string items}, in JSON the bare list
+        items = []
+        for number, wire_type, item in iter_fields(raw):
+            if number == 1:
+                if wire_type != LEN:
+                    raise DecodeError(f"ExtraValue.items: wire type {wire_type}, not {LEN}")
+                items.append(utf8(_bytes(item), "ExtraValue"))
+        return items
     return decode_message(MESSAGES[kind], raw)
 
 
@@ -260,6 +268,8 @@ def _encode_value(kind: str, number: int, v: Any, path: str) -> bytes:
             return len_field(number, varint_field(1, 0) + varint_field(2, v) + _str(3, "", path))
     elif kind == "Quantity" and isinstance(v, str | int) and not isinstance(v, bool):
         return len_field(number, _str(1, str(v), path))
+    elif kind == "ExtraValue" and isinstance(v, list) and all(isinstance(s, str) for s in v):
+        return len_field(number, b"".join(_str(1, s, path) for s in v))
     elif kind in MESSAGES:
         return len_field(number, encode_message(MESSAGES[kind], v, path))
     raise UnencodableError(f"{path}: {v!r} is not a {kind}")

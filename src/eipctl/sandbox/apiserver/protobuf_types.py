@@ -1,10 +1,11 @@
 """The messages the protobuf codec knows: one table per message type.
 
 Each field is `number:jsonName:kind` plus flags, from the Go struct tags of k8s.io/api
-(core/v1, apps/v1, rbac/v1) and k8s.io/apimachinery (meta/v1), whose `protobuf:"...,N,..."`
-numbers are those of the generated.proto files. A kind is a scalar (`string`, `bool`,
-`int32`, `int64`, `bytes`), a special message with its own JSON form (`Time`, `IntOrString`,
-`Quantity`) or another table; `[kind]` is a repeated field, `{kind}` a map from string keys.
+(core/v1, apps/v1, rbac/v1, authorization/v1, authentication/v1) and k8s.io/apimachinery
+(meta/v1), whose `protobuf:"...,N,..."` numbers are those of the generated.proto files. A kind
+is a scalar (`string`, `bool`, `int32`, `int64`, `bytes`), a special message with its own JSON
+form (`Time`, `IntOrString`, `Quantity`, `ExtraValue`: a list of strings wrapped in a
+message) or another table; `[kind]` is a repeated field, `{kind}` a map from string keys.
 Flags: `?` a Go pointer (present when set, even to a zero value), `!` a field Go's JSON keeps
 when empty (no omitempty), `^` a struct embedded inline in the JSON (json name `-` here).
 Fields of other types (volumes, probes, affinity, security contexts, managedFields, ...) are
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SCALARS = frozenset({"string", "bool", "int32", "int64", "bytes"})
-SPECIAL = frozenset({"Time", "IntOrString", "Quantity"})
+SPECIAL = frozenset({"Time", "IntOrString", "Quantity", "ExtraValue"})
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,29 @@ _TABLES: dict[str, tuple[Field, ...]] = {
     "Subject": _f("1:kind:string! 2:apiGroup:string 3:name:string! 4:namespace:string"),
     "RoleRef": _f("1:apiGroup:string! 2:kind:string! 3:name:string!"),
     "AggregationRule": _f("1:clusterRoleSelectors:[LabelSelector]"),
+    # authorization.k8s.io/v1 and authentication.k8s.io/v1: `kubectl auth can-i`, `whoami`
+    "SelfSubjectAccessReview": _f(
+        "1:metadata:ObjectMeta 2:spec:SelfSubjectAccessReviewSpec! "
+        "3:status:SubjectAccessReviewStatus"
+    ),
+    "SelfSubjectAccessReviewSpec": _f(
+        "1:resourceAttributes:ResourceAttributes? 2:nonResourceAttributes:NonResourceAttributes?"
+    ),
+    "ResourceAttributes": _f(
+        "1:namespace:string 2:verb:string 3:group:string 4:version:string 5:resource:string "
+        "6:subresource:string 7:name:string 8:fieldSelector:FieldSelectorAttributes? "
+        "9:labelSelector:LabelSelectorAttributes?"
+    ),
+    "FieldSelectorAttributes": _f("1:rawSelector:string 2:requirements:[FieldSelectorRequirement]"),
+    "LabelSelectorAttributes": _f("1:rawSelector:string 2:requirements:[LabelSelectorRequirement]"),
+    "FieldSelectorRequirement": _f("1:key:string! 2:operator:string! 3:values:[string]"),
+    "NonResourceAttributes": _f("1:path:string 2:verb:string"),
+    "SubjectAccessReviewStatus": _f(
+        "1:allowed:bool! 4:denied:bool 2:reason:string 3:evaluationError:string"
+    ),
+    "SelfSubjectReview": _f("1:metadata:ObjectMeta 2:status:SelfSubjectReviewStatus"),
+    "SelfSubjectReviewStatus": _f("1:userInfo:UserInfo"),
+    "UserInfo": _f("1:username:string 2:uid:string 3:groups:[string] 4:extra:{ExtraValue}"),
 }
 
 _CORE = "Namespace ConfigMap Secret Service ServiceAccount Pod"
@@ -249,6 +273,13 @@ for _api_version, _kinds in _TOP.items():
         KINDS[_api_version, _kind] = MESSAGES[_kind]
         KINDS[_api_version, f"{_kind}List"] = MESSAGES[f"{_kind}List"]
         PLURALS[f"{_kind.lower()}s"] = (_api_version, _kind)
+# the reviews are create-only: no lists
+for _api_version, _kind in (
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+    ("authentication.k8s.io/v1", "SelfSubjectReview"),
+):
+    KINDS[_api_version, _kind] = MESSAGES[_kind]
+    PLURALS[f"{_kind.lower()}s"] = (_api_version, _kind)
 
 
 def _check() -> None:

@@ -75,6 +75,13 @@ def _decode(rt: ResourceType, obj: dict[str, Any]) -> None:
         builtin_schema.admit(rt.group, rt.version, rt.kind, obj)
 
 
+def _defaults(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """The built-ins' simple SetDefaults_* (a Service's are in service_spec.py); like the real
+    server's, they run on every write, since they are part of decoding."""
+    if rt.key == ("", "secrets") and not obj.get("type"):
+        obj["type"] = "Opaque"
+
+
 def _other_service_specs(store: Engine, obj: dict[str, Any]) -> list[dict[str, Any]]:
     meta = obj["metadata"]
     me = (meta.get("namespace"), meta.get("name"))
@@ -100,6 +107,7 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], store: Engine) -> None
             obj.pop("status", None)
         _validate_custom(rt, obj)
         return
+    _defaults(rt, obj)
     key = rt.key
     if key == ("", "namespaces"):
         obj["spec"] = {"finalizers": ["kubernetes"]}
@@ -138,6 +146,7 @@ def prepare_update(
     if rt.key == ("", "services"):
         _update_service(rt, new, old, subresource, store)
         return
+    _defaults(rt, new)
     if rt.key == ("", "namespaces"):
         new["spec"] = old.get("spec", {})
     _refuse(rt, new, meta_causes + builtin_rules.kind_causes(rt, new))
