@@ -385,3 +385,25 @@ async def test_qualified_names_pass(apiserver: ApiServer) -> None:
         "finalizers": ["eipctl.io/release"],
     }
     assert (await call(apiserver, "POST", f"{NS}/configmaps", {"metadata": meta}))[0] == 201
+
+
+async def test_pod_disruption_budgets_and_network_policies_are_served(
+    apiserver: ApiServer,
+) -> None:
+    """deploy/ ships PodDisruptionBudgets (policy/v1); both kinds are typed and pruned."""
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "eipctl-scheduler", "namespace": "default"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "x"}}, "bogus": 1},
+    }
+    stored = apiserver.store.create("policy", "poddisruptionbudgets", pdb, namespace="default")
+    assert stored["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "x"}}}
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "metrics", "namespace": "default"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+    apiserver.store.create("networking.k8s.io", "networkpolicies", policy, namespace="default")
+    assert apiserver.store.get("networking.k8s.io", "networkpolicies", "metrics", "default")

@@ -104,6 +104,10 @@ BUILTIN: tuple[ResourceType, ...] = (
     _grp("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", True),
     _grp("apps", "deployments", "Deployment", True, short=("deploy",), status=True),
     _grp("apps", "daemonsets", "DaemonSet", True, short=("ds",), status=True),
+    _grp(
+        "policy", "poddisruptionbudgets", "PodDisruptionBudget", True, short=("pdb",), status=True
+    ),
+    _grp("networking.k8s.io", "networkpolicies", "NetworkPolicy", True, short=("netpol",)),
     _grp("events.k8s.io", "events", "Event", True, short=("ev",)),
     _grp(
         "admissionregistration.k8s.io",
