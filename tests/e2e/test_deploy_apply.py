@@ -1,13 +1,15 @@
 """`kubectl apply -k deploy/` installs eipctl, and what it installs fits together.
 
 The real kubectl (v1.37, from the venv) applies the kustomization to the API emulator, twice
-(the second apply must change nothing), then the optional nodeips add-on
-(`deploy/workloads/nodeips/`). Then the installed objects are read back and checked
+(the second apply must change nothing), then again with the optional nodeips add-on (the
+Component `deploy/workloads/nodeips/`, listed under `components:` as an operator enables it).
+Then the installed objects are read back and checked
 against each other and against the code: every workload runs an eipctl command with a
 ServiceAccount, a ConfigMap and ports that exist, and each container's command line (args with
 the kubelet's `$(VAR)` expansion, EIPCTL_* variables, the mounted config file and liveness key)
 is accepted by its command's settings as the process itself would read it: a flag, variable or
-config key the code does not know fails.
+config key the code does not know fails. The controller's metrics, on the host network, listen
+on the loopback only and kube-rbac-proxy serves them on the node's IP.
 
 The repository holds no liveness key (deploy/.gitignore), so deploy/ renders only once the
 operator has written deploy/liveness.key; the tests render a copy with a key of their own.
@@ -40,6 +42,7 @@ pytestmark = pytest.mark.kubectl
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 ADDON_PATH = Path("workloads") / "nodeips"
+PROXY = "kube-rbac-proxy"  # the controller's sidecar: its metrics, authenticated
 KEY_FILE = "liveness.key"  # the operator writes it; kustomization.yaml makes the Secret of it
 LIVENESS_SECRET = "eipctl-liveness"
 NAMESPACE = "eipctl-system"
@@ -69,6 +72,8 @@ STORAGE = {  # kind -> (group, plural) in the emulator's store
     "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"),
     "Deployment": ("apps", "deployments"),
     "DaemonSet": ("apps", "daemonsets"),
+    "Service": ("", "services"),
+    "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
     "ValidatingAdmissionPolicy": ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
     "ValidatingAdmissionPolicyBinding": (
         "admissionregistration.k8s.io",
@@ -111,14 +116,35 @@ async def rendered(kubeconfig: Path, home: Path, *dirs: Path) -> list[dict[str, 
     return docs
 
 
+def with_components(deploy: Path, *components: str) -> Path:
+    """`deploy` with these Components listed under `components:` of its kustomization.yaml,
+    as an operator enables them."""
+    path = deploy / "kustomization.yaml"
+    kustomization = yaml.safe_load(path.read_text())
+    kustomization["components"] = [*kustomization.get("components", []), *components]
+    path.write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    return deploy
+
+
 def stored(srv: ApiServer, doc: dict[str, Any]) -> dict[str, Any]:
     group, plural = STORAGE[doc["kind"]]
     meta = doc["metadata"]
     return srv.store.get(group, plural, meta["name"], meta.get("namespace", ""))
 
 
+def _version(srv: ApiServer, doc: dict[str, Any]) -> str:
+    return str(stored(srv, doc)["metadata"]["resourceVersion"])
+
+
 def workloads(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"] in ("Deployment", "DaemonSet")]
+
+
+def eipctl_container(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod's eipctl container: the first; the only other one is the controller's proxy."""
+    container, *sidecars = pod["containers"]
+    assert [c["name"] for c in sidecars] in ([], [PROXY]), pod["containers"]
+    return container
 
 
 @pytest.fixture
@@ -134,9 +160,9 @@ def deploy(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def both(deploy: Path) -> tuple[Path, Path]:
-    """The base and the nodeips add-on."""
-    return deploy, deploy / ADDON_PATH
+def full(deploy: Path) -> Path:
+    """The base with the nodeips add-on enabled."""
+    return with_components(deploy, str(ADDON_PATH))
 
 
 def container_env(container: dict[str, Any]) -> dict[str, str]:
@@ -155,7 +181,7 @@ def mounted(docs: list[dict[str, Any]], workload: dict[str, Any], root: Path) ->
     (ConfigMap data, Secret data decoded): mountPath -> the directory holding its files."""
     objects = {(d["kind"], d["metadata"]["name"]): d for d in docs}
     pod = workload["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
+    container = eipctl_container(pod)
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     out = {}
     for mount in container.get("volumeMounts", []):
@@ -199,7 +225,7 @@ def container_settings(
     """(command, settings) the workload's process would run with, read as `eipctl` reads
     them. Fails on a flag (also an abbreviated one), an EIPCTL_* variable or a config key its
     command does not know, and on a value its settings refuse."""
-    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    container = eipctl_container(workload["spec"]["template"]["spec"])
     name = f"{workload['kind']}/{workload['metadata']['name']}"
     files = mounted(docs, workload, tmp_path / "mounts" / workload["metadata"]["name"])
     argv = command_line(container, files)
@@ -241,13 +267,37 @@ async def test_apply_installs_every_object_and_reapply_changes_nothing(
     for doc in docs:
         assert stored(apiserver, doc)["metadata"]["name"] == doc["metadata"]["name"]
 
+    versions = {(d["kind"], d["metadata"]["name"]): _version(apiserver, d) for d in docs}
     code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy))
     assert code == 0, out
     lines = [line for line in out.splitlines() if line.strip()]
-    assert all(line.endswith(" unchanged") for line in lines), out
+    # A PodDisruptionBudget's selector is patched by replacing it (patchStrategy "replace"),
+    # so kubectl always sends it and says "configured", on a real cluster too: the apiserver
+    # writes nothing (the same resourceVersion), and neither may the emulator.
+    pdbs = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
+    assert pdbs == {"eipctl-allocator", "eipctl-scheduler"}
+    for line in lines:
+        name = line.split()[0].split("/", 1)[1]
+        if line.startswith("poddisruptionbudget.policy/") and name in pdbs:
+            assert line.endswith(" configured"), out
+        else:
+            assert line.endswith(" unchanged"), out
+    assert versions == {(d["kind"], d["metadata"]["name"]): _version(apiserver, d) for d in docs}
 
-    addon = await rendered(kubeconfig_path, home, deploy / ADDON_PATH)
-    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy / ADDON_PATH))
+    with_components(deploy, str(ADDON_PATH))
+    full = await rendered(kubeconfig_path, home, deploy)
+    addon = [d for d in full if d not in docs]
+    assert {d["kind"] for d in addon} == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+    }
+    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy))
     assert code == 0, out
     assert len([line for line in out.splitlines() if line.endswith(" created")]) == len(addon)
     for doc in addon:
@@ -261,9 +311,9 @@ async def test_apply_installs_every_object_and_reapply_changes_nothing(
 
 
 async def test_workloads_reference_what_the_kustomization_installs(
-    kubeconfig_path: Path, home: Path, both: tuple[Path, Path]
+    kubeconfig_path: Path, home: Path, full: Path
 ) -> None:
-    docs = await rendered(kubeconfig_path, home, *both)
+    docs = await rendered(kubeconfig_path, home, full)
     by_kind: dict[str, set[tuple[str, str]]] = {}
     for d in docs:
         by_kind.setdefault(d["kind"], set()).add(
@@ -279,7 +329,7 @@ async def test_workloads_reference_what_the_kustomization_installs(
                 assert (ns, volume["configMap"]["name"]) in by_kind["ConfigMap"]
             if "secret" in volume:
                 assert (ns, volume["secret"]["secretName"]) in by_kind["Secret"]
-        (container,) = pod["containers"]
+        container = eipctl_container(pod)
         assert container["image"] == f"eipctl:{__version__}"
         command = container["args"][0]
         commands.append(command)
@@ -307,10 +357,10 @@ async def test_each_container_command_line_is_valid_for_its_command(
     kubeconfig_path: Path,
     home: Path,
     tmp_path: Path,
-    both: tuple[Path, Path],
+    full: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    docs = await rendered(kubeconfig_path, home, *both)
+    docs = await rendered(kubeconfig_path, home, full)
     config = _config_file(docs, tmp_path)
     raw = yaml.safe_load(config.read_text())
     for command, cls in COMMANDS.items():
@@ -343,7 +393,7 @@ async def test_a_flag_the_code_does_not_know_fails_the_check(
 ) -> None:
     docs = await rendered(kubeconfig_path, home, deploy)
     (ctl,) = [w for w in workloads(docs) if w["metadata"]["name"] == "eipctl-controller"]
-    (container,) = ctl["spec"]["template"]["spec"]["containers"]
+    container = eipctl_container(ctl["spec"]["template"]["spec"])
     args = list(container["args"])
     for bad, why in (
         (["--liveness-keyfile", "/etc/eipctl-liveness/key"], "has no flag --liveness-keyfile"),
@@ -375,7 +425,7 @@ async def test_liveness_secret_is_generated_and_mounted_where_it_is_read(
     mounting = {}
     for w in workloads(docs):
         pod = w["spec"]["template"]["spec"]
-        (container,) = pod["containers"]
+        container = eipctl_container(pod)
         secrets = {v["name"] for v in pod.get("volumes", []) if "secret" in v}
         for volume in pod.get("volumes", []):
             if "secret" in volume:
@@ -415,13 +465,13 @@ async def test_container_ports_are_the_ones_each_command_listens_on(
     kubeconfig_path: Path,
     home: Path,
     tmp_path: Path,
-    both: tuple[Path, Path],
+    full: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    docs = await rendered(kubeconfig_path, home, *both)
+    docs = await rendered(kubeconfig_path, home, full)
     for w in workloads(docs):
         pod = w["spec"]["template"]["spec"]
-        (container,) = pod["containers"]
+        container = eipctl_container(pod)
         command, settings = container_settings(docs, w, tmp_path, monkeypatch)
         assert container["args"][1:3] == ["--config", "/etc/eipctl/eipctl.yaml"]
         config_mount = [m for m in container["volumeMounts"] if m["name"] == "config"]
@@ -434,6 +484,8 @@ async def test_container_ports_are_the_ones_each_command_listens_on(
             "health": (settings.health_probe_bind_address.port, "TCP"),
         }
         if command == "controller":
+            # its metrics on the loopback, not declared: the proxy's `metrics` port is the way in
+            del expected["metrics"]
             expected["liveness"] = (settings.liveness_port, "UDP")
         assert ports == expected
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -444,7 +496,9 @@ async def test_container_ports_are_the_ones_each_command_listens_on(
             assert {"NODE_NAME", "HOST_IP"} <= env
             caps = container["securityContext"]["capabilities"]
             assert caps == {"drop": ["ALL"], "add": ["NET_ADMIN", "NET_RAW"]}
+            _check_metrics_proxy(pod, settings)
         else:
+            assert [c["name"] for c in pod["containers"]] == [command]
             # the Lease lives in the pod's namespace, where the leader-election Role grants it
             assert {"POD_NAME", "POD_NAMESPACE"} <= env
             roles = [
@@ -457,3 +511,23 @@ async def test_container_ports_are_the_ones_each_command_listens_on(
                 for role in roles
                 for rule in role["rules"]
             )
+
+
+def _check_metrics_proxy(pod: dict[str, Any], settings: ControllerSettings) -> None:
+    """On the host network the controller's /metrics listens on 127.0.0.1, never on every
+    address of the node; kube-rbac-proxy serves it, over TLS and authorized, on the node's
+    IP (the kubelet's `$(HOST_IP)`), at the port named `metrics` that the Service targets."""
+    metrics = settings.metrics_bind_address
+    assert metrics.enabled and metrics.host == "127.0.0.1", metrics
+    assert settings.health_probe_bind_address.port != metrics.port  # the kubelet's probes
+    (proxy,) = [c for c in pod["containers"] if c["name"] == PROXY]
+    args = dict(arg.split("=", 1) for arg in proxy["args"])
+    assert args.keys() == {"--secure-listen-address", "--upstream", "--allow-paths"}
+    assert args["--upstream"] == f"http://127.0.0.1:{metrics.port}/"
+    assert args["--allow-paths"] == "/metrics"
+    env = container_env(proxy)
+    listen = KUBELET_VAR.sub(lambda m: env[m.group(1)], args["--secure-listen-address"])
+    assert listen == f"[{POD_FIELDS['status.hostIP']}]:9484"
+    assert proxy["ports"] == [{"name": "metrics", "containerPort": 9484}]
+    sc = proxy["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["capabilities"] == {"drop": ["ALL"]}

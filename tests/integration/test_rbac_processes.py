@@ -65,6 +65,8 @@ STORAGE = {
     "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"),
     "Deployment": ("apps", "deployments"),
     "DaemonSet": ("apps", "daemonsets"),
+    "Service": ("", "services"),
+    "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
     "ValidatingAdmissionPolicy": ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
     "ValidatingAdmissionPolicyBinding": (
         "admissionregistration.k8s.io",
