@@ -26,6 +26,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -282,6 +283,64 @@ class LocalBed:
         )
         replicas = self.schedulers if component == "scheduler" else self.allocators
         return next(p for p in replicas if p.name == holder)
+
+    def managed_addresses(self) -> dict[str, set[str]]:
+        """{node: the addresses with eipctl's marker on its link} for every node, read over
+        netlink in each namespace (`NodeNet.managed_addresses`): what controllers left."""
+        return {n.name: n.managed_addresses() for n in self.network.nodes}
+
+    # ---- rolling updates ----
+
+    def replace_controller(self, name: str, grace: float = 15.0, timeout: float = 20.0) -> float:
+        """One step of the DaemonSet's rolling update on node `name`: SIGTERM to the running
+        controller (SIGKILL after `grace`, the pod's terminationGracePeriodSeconds), the new
+        one started, then waited for until in service (`wait_in_service`), as the DaemonSet
+        waits for the new pod to be ready before the next node. Returns the seconds from the
+        SIGTERM to back in service."""
+        started = time.monotonic()
+        self.controllers[name].terminate(grace=grace)
+        self.start_controller(name)
+        self.wait_in_service([name], timeout)
+        return time.monotonic() - started
+
+    def replace_replica(
+        self,
+        proc: Process,
+        *,
+        env: dict[str, str] | None = None,
+        grace: float = 10.0,
+        timeout: float = 20.0,
+        while_down: Callable[[], object] | None = None,
+    ) -> float:
+        """One step of a scheduler or allocator Deployment's rolling update (maxSurge 0,
+        maxUnavailable 1): SIGTERM to the replica (SIGKILL after `grace`), its replacement
+        started (with `env` added to its environment, as `kubectl set env` changes the pod
+        template), then waited for until it is back as leader or warm standby
+        (`wait_replica_ready`). `while_down` is called after the old one exited and before
+        the new one starts. Returns the seconds from the SIGTERM to ready."""
+        started = time.monotonic()
+        proc.terminate(grace=grace)
+        if while_down is not None:
+            while_down()
+        if env:
+            proc.env = {**(proc.env or {}), **env}
+        offset = proc.log_size()
+        proc.start()
+        self.wait_replica_ready(proc, offset, timeout)
+        return time.monotonic() - started
+
+    def wait_replica_ready(self, proc: Process, since: int, timeout: float = 20.0) -> None:
+        """Until a scheduler or allocator replica, started after its log offset `since`, is
+        back as leader or warm standby: its caches have listed (what its /readyz checks,
+        `caches.synced`) and it has read the Lease (`leader.observed`)."""
+
+        def ready() -> bool:
+            if not proc.alive:
+                raise RuntimeError(f"{proc.name} exited after its start:\n{proc.log_tail(15)}")
+            text = proc.log_since(since)
+            return "caches.synced" in text and "leader.observed" in text
+
+        wait_for(ready, timeout, what=f"{proc.name} back as leader or standby")
 
     # ---- faults ----
 

@@ -16,7 +16,7 @@ import itertools
 import socket
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from eipctl.sandbox.testbed.loop import BackgroundLoop
@@ -60,13 +60,17 @@ class ProbeSeries:
         """Longest run of unanswered probes, from the last answered probe before it to the
         first answered one after it (start times). A pause of the prober itself, with no
         probe failing, is not an outage; an outage still open at the end runs to the end."""
+        return self._longest_outage(ip, lambda s: True)
+
+    def _longest_outage(self, ip: str, counts: Callable[[Sample], bool]) -> float:
+        """`longest_outage`, where only the failed probes for which `counts` holds fail."""
         longest, last_ok, failing = 0.0, self.started, False
         for s in self.of(ip):
             if s.answer:
                 if failing:
                     longest = max(longest, s.sent - last_ok)
                 last_ok, failing = s.sent, False
-            else:
+            elif counts(s):
                 failing = True
         if failing:
             longest = max(longest, self.stopped - last_ok)
@@ -76,6 +80,26 @@ class ProbeSeries:
         """Longest time between two probe starts: how well the prober kept its rhythm."""
         times = [s.sent for s in self.of(ip)]
         return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+    def stalls(self, ip: str, longer_than: float = 0.1) -> list[tuple[float, float]]:
+        """The prober's own pauses: (start, end) of each stretch longer than `longer_than`
+        between two consecutive probe starts (the test process did not run its loop)."""
+        times = [s.sent for s in self.of(ip)]
+        return [(a, b) for a, b in itertools.pairwise(times) if b - a > longer_than]
+
+    def longest_outage_outside_stalls(self, ip: str, longer_than: float = 0.1) -> float:
+        """`longest_outage` without the failed probes that were in flight during one of the
+        prober's pauses (`stalls`). The prober and the bed's responders run in the test
+        process: when it is starved of CPU past a probe's timeout, the probes in flight fail
+        though the path and the address are fine. Those probes count as neither answered nor
+        failed; a failure outside any pause still counts, from the last answer before it to
+        the first after it (across a pause, if one lies in between)."""
+        stalls = self.stalls(ip, longer_than)
+
+        def outside(s: Sample) -> bool:
+            return not any(a < s.sent + s.took and s.sent < b for a, b in stalls)
+
+        return self._longest_outage(ip, outside)
 
     def answerers(self, ip: str) -> list[str]:
         """Distinct node names that answered, in the order they first did."""

@@ -32,10 +32,13 @@ import json
 import threading
 from dataclasses import dataclass
 
+from eipctl.net.link import ManagedAddress
+from eipctl.net.netlink import NetlinkLinkBackend
 from eipctl.sandbox.namespaces import (
     PREFIX,
     Namespace,
     NamespaceSet,
+    call_in_netns,
     kill_pids_in,
     new_run_id,
     reap_leftovers,
@@ -153,6 +156,12 @@ class NodeNet:
                     found.add(str(ip))
         return found
 
+    def managed_addresses(self) -> set[str]:
+        """Addresses on the link that carry eipctl's marker (IFA_PROTO, `EIPCTL_ADDR_PROTO`),
+        read over netlink inside the namespace as the controller reads them (`list_managed`):
+        whatever their pool, every address an eipctl controller put there and left."""
+        return {str(a.ip) for a in call_in_netns(self.ns.name, _list_managed, LINK)}
+
     def add_address(self, ip: str) -> None:
         plen = 32 if ipaddress.ip_address(ip).version == 4 else 128
         self.ns.ip(f"addr add {ip}/{plen} dev {LINK}" + (" nodad" if plen == 128 else ""))
@@ -160,6 +169,15 @@ class NodeNet:
     def del_address(self, ip: str) -> None:
         plen = 32 if ipaddress.ip_address(ip).version == 4 else 128
         self.ns.ip(f"addr del {ip}/{plen} dev {LINK}")
+
+
+async def _list_managed(link: str) -> set[ManagedAddress]:
+    """`list_managed` of the calling thread's namespace (run it with `call_in_netns`)."""
+    backend = NetlinkLinkBackend()
+    try:
+        return await backend.list_managed(link)
+    finally:
+        await backend.close()
 
 
 class Network:
