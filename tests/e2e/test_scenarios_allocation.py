@@ -85,7 +85,10 @@ def test_an_ipv6_service_answers_over_ipv6_and_moves_with_an_unsolicited_na(
     local_bed: Any,
 ) -> None:
     bed = local_bed
-    bed.kube.create_service("web6", pool=POOL_V6, labels=V6_LABEL)
+    # an IPv6 Service (the server defaults ipFamilies to the cluster's IPv4 otherwise, and the
+    # allocator follows ipFamilies: kube-proxy serves an external IP only in the Service's
+    # families)
+    bed.kube.create_service("web6", pool=POOL_V6, labels=V6_LABEL, ip_families=["IPv6"])
     ip = bed.wait_for_ip("web6")
     assert ipaddress.ip_address(ip) in ipaddress.ip_network("2001:db8:f::/64")
     node = wait_bound(bed, [ip])[ip]

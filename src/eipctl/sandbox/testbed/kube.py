@@ -64,7 +64,11 @@ class Kube:
         pool: str | None = None,
         labels: dict[str, str] | None = None,
         namespace: str = NAMESPACE,
+        ip_families: list[str] | None = None,
     ) -> Obj:
+        """``ip_families``: the Service's spec.ipFamilies; without it the API server defaults
+        the cluster's primary family (IPv4 here), as a real one does."""
+        spec: dict[str, Any] = {"ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}
         annotations = {}
         if annotation is not None:
             annotations["external-ip"] = annotation
@@ -78,8 +82,11 @@ class Kube:
                 "annotations": annotations,
                 "labels": {"eipctl-e2e": "yes", **(labels or {})},
             },
-            "spec": {"ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]},
+            "spec": spec,
         }
+        if ip_families is not None:
+            policy = "SingleStack" if len(ip_families) == 1 else "RequireDualStack"
+            body["spec"] = {**spec, "ipFamilies": ip_families, "ipFamilyPolicy": policy}
         return self._raw(self.core.create_namespaced_service, namespace, body)
 
     def service(self, name: str, namespace: str = NAMESPACE) -> Obj | None:
