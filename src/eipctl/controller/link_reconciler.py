@@ -174,6 +174,10 @@ class LinkReconciler:
         for addr in actions.remove:
             if addr.ip in adding:
                 continue
+            # moved away: no further announcement from here, even while the address stays
+            # for the handover (a late round would pull the neighbours back from the new
+            # holder, and they would wait for its next round once we let go)
+            self._announcements.stop(addr.link, addr.ip)
             if not fenced and await self._handover.waiting(addr):
                 self._retry_in(HANDOVER_RECHECK)
                 continue

@@ -313,3 +313,31 @@ async def test_renewals_do_not_wait_behind_a_handover_read(h: Harness) -> None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await h.reconciler.close()
+
+
+async def test_announcements_stop_when_the_claim_moves_away(h: Harness) -> None:
+    """A claim moved within the announcement schedule (3 x 1.1 s): the rounds still to come
+    would repoint the neighbours back here while the new holder announces; they stop at
+    once, also while the address stays for the handover."""
+    rounds_started = asyncio.Event()
+    cancelled: list[str] = []
+
+    async def slow_announce(link: str, ip: Any, /, *, still_ours: Any = None) -> int:
+        rounds_started.set()
+        try:
+            await asyncio.sleep(3600)  # rounds still to come
+        except asyncio.CancelledError:
+            cancelled.append(str(ip))
+            raise
+        return 3
+
+    h.reconciler._announcements._announcer = slow_announce
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    await asyncio.wait_for(rounds_started.wait(), 1)
+    h.claims.items[0]["spec"]["nodeName"] = "node-b"  # moved, node-b not Bound yet
+    await h.reconciler.reconcile()
+    await asyncio.sleep(0)
+    assert "203.0.113.7/32" in await h.managed()  # still held for the handover
+    assert cancelled == ["203.0.113.7"]
+    await h.reconciler.close()
