@@ -48,6 +48,11 @@ RESTART_GRACE_SECONDS: Final = "restartGraceSeconds"
 CONDITIONS: Final = "conditions"
 LIVE: Final = "Live"
 """Condition type the scheduler leader writes on each liveness transition (docs/liveness.md)."""
+ELIGIBLE: Final = "Eligible"
+"""Condition type the scheduler leader writes when a node is excluded from holding external
+IPs (False, reason ``NodeExcluded`` / ``NodeTainted`` / ``NodeCordoned``: `core.eligibility`)
+and when it is back (True, reason ``Eligible``); a node never excluded carries none."""
+REASON_ELIGIBLE: Final = "Eligible"
 
 # --- IpNode --------------------------------------------------------------------------------
 

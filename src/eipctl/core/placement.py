@@ -10,14 +10,19 @@ Rules (docs/design.md, "Flows", "Place"):
 - A claim on a live node that its pool admits stays put, whatever the policy (no flapping).
   Only ``rebalance_moves > 0`` (the ``--rebalance`` flag, policy ``spread``) moves such
   claims, and then at most that many.
-- A claim that must go (unplaced, node dead, node gone, node no longer admitted by the pool)
-  gets a target among the live nodes its pool admits:
+- A claim that must go (unplaced, node dead, node gone, node no longer admitted by the pool,
+  node excluded for maintenance: `core.eligibility`) gets a target among the live nodes its
+  pool admits:
   ``spread``: the node with the fewest claims (all pools counted: one node, one link), ties
   broken round-robin in name order, continuing after ``cursor``;
   ``single``: the candidate that already holds the most claims (ties: lowest name), so every
   claim gathers on one node and, when it dies, on one other;
   ``all``: no node at all: the claim is marked for every eligible node (the scheduler
   process then keeps one per-node claim per eligible node).
+- An excluded node (``Cluster.excluded``) is no candidate for any pool; a live one keeps
+  its claims only while no other live node may take them (``no_live_node``). Its exclusion
+  is the reason of the move (``NodeExcluded``, ``NodeTainted``, ``NodeCordoned``): a planned
+  move, made before break by the controllers like every move.
 - No live candidate: the decision says so (``to_node == ""``, ``no_live_node``) and the claim
   is left where it is. A scheduler that lost its view of the nodes (no replies at all) sees
   every node dead; it must not strip every claim off its node because of that.
@@ -56,6 +61,20 @@ class Reason(StrEnum):
     NODE_INELIGIBLE = "NodeIneligible"
     REBALANCE = "Rebalance"
     ALL_NODES = "AllNodes"
+    NODE_EXCLUDED = "NodeExcluded"
+    """The Node carries the label node.kubernetes.io/exclude-from-external-load-balancers."""
+    NODE_TAINTED = "NodeTainted"
+    """The Node carries eipctl's taint eipctl.io/exclude-from-external-ips."""
+    NODE_CORDONED = "NodeCordoned"
+    """The Node is cordoned (spec.unschedulable) and the scheduler honours cordons."""
+
+    @property
+    def planned(self) -> bool:
+        """A maintenance move: the old node is live and lets go only once the new one binds."""
+        return self in _PLANNED
+
+
+_PLANNED = frozenset({Reason.NODE_EXCLUDED, Reason.NODE_TAINTED, Reason.NODE_CORDONED})
 
 
 @dataclass(frozen=True)
@@ -82,12 +101,21 @@ class Cluster:
     eligible: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Pool name -> the known nodes its nodeSelector admits, live or not. A pool missing
     here (no selector, or the pool is gone) admits every known node."""
+    excluded: Mapping[str, Reason] = field(default_factory=dict)
+    """Node -> why it may hold nothing (a planned-move reason: ``Reason.planned``)."""
 
-    def admits(self, pool: str | None) -> frozenset[str]:
-        """Known nodes that may hold a claim of ``pool``."""
+    def selected(self, pool: str | None) -> frozenset[str]:
+        """Known nodes the pool's nodeSelector admits (exclusions not applied)."""
         if pool is None:
             return self.known
         return self.eligible.get(pool, self.known)
+
+    def admits(self, pool: str | None) -> frozenset[str]:
+        """Known nodes that may hold a claim of ``pool``: selected, and not excluded."""
+        selected = self.selected(pool)
+        if not self.excluded:
+            return selected
+        return selected - self.excluded.keys()
 
     def candidates(self, pool: str | None) -> frozenset[str]:
         """Live nodes that may hold a claim of ``pool``."""
@@ -135,9 +163,9 @@ def why_move(claim: ClaimPlacement, cluster: Cluster, policy: Policy) -> Reason 
         return Reason.NODE_GONE
     if claim.node not in cluster.live:
         return Reason.NODE_DEAD
-    if claim.node not in cluster.admits(claim.pool):
+    if claim.node not in cluster.selected(claim.pool):
         return Reason.NODE_INELIGIBLE
-    return None
+    return cluster.excluded.get(claim.node)
 
 
 def plan(

@@ -128,6 +128,13 @@ class SchedulerSettings(LeaderSettings, CommonSettings):
         "30s", positive_duration, "how often rebalancing may move claims"
     )
     rebalance_max_moves: int = setting("5", int_range(1), "claims moved per rebalance interval")
+    exclude_cordoned_nodes: bool = setting(
+        "false",
+        parse_bool,
+        "move IPs off cordoned Nodes (spec.unschedulable) and place none there; off: only the "
+        "label node.kubernetes.io/exclude-from-external-load-balancers and the taint "
+        "eipctl.io/exclude-from-external-ips do (docs/operations.md)",
+    )
     workers: int = setting("4", int_range(1, 64), "concurrent reconcile workers")
 
     def check(self) -> None:

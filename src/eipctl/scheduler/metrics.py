@@ -57,6 +57,29 @@ FAILOVER_SECONDS = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
     registry=REGISTRY,
 )
+PLANNED_MOVES = Counter(
+    "eipctl_scheduler_planned_moves",
+    "Claims moved off a live node for maintenance, by reason (NodeExcluded, NodeTainted, "
+    "NodeCordoned).",
+    ["reason"],
+    registry=REGISTRY,
+)
+PLANNED_MOVE_SECONDS = Histogram(
+    "eipctl_scheduler_planned_move_seconds",
+    "From the write of a planned move to the new node reporting the claim Bound; the old node "
+    "holds the address meanwhile for at most its --address-lifetime, so the gap is at most "
+    "the excess over that lifetime (0 below it).",
+    ["reason"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+EXCLUDED_NODES = Gauge(
+    "eipctl_scheduler_excluded_nodes",
+    "IpNodes excluded from holding external IPs (label, taint or cordon), from the leader's "
+    "last pass.",
+    ["reason"],
+    registry=REGISTRY,
+)
 
 COMPONENT: Final = "scheduler"
 """The ``component`` label of the shared ``eipctl_leader`` gauge (`eipctl.kube.metrics.LEADER`)."""

@@ -24,7 +24,8 @@ from typing import Any, Protocol
 import structlog
 
 from eipctl.core.claim_status import no_live_node_status, scheduled_status
-from eipctl.core.claims import is_all_nodes, is_node_bound, node_of, reference
+from eipctl.core.claims import is_all_nodes, is_bound_on, is_node_bound, node_of, reference
+from eipctl.core.eligibility import Exclusion, reason_text
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
 from eipctl.core.placement import Cluster, Decision, Policy, Reason, plan
@@ -35,13 +36,16 @@ from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
 from eipctl.scheduler.claims import consistent, place, placement_of
 from eipctl.scheduler.metrics import (
+    EXCLUDED_NODES,
     FAILOVER_SECONDS,
     PLACEMENT_PASS_SECONDS,
     PLACEMENTS,
+    PLANNED_MOVE_SECONDS,
+    PLANNED_MOVES,
     set_claim_phases,
 )
 from eipctl.scheduler.per_node import per_node_changes
-from eipctl.scheduler.view import PoolViews, cluster_for
+from eipctl.scheduler.view import PoolViews, cluster_for, exclusions
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +74,26 @@ _EVENT: dict[Reason, tuple[EventType, str]] = {
     Reason.NODE_INELIGIBLE: ("Normal", "NodeIneligible"),
     Reason.REBALANCE: ("Normal", "Rebalanced"),
     Reason.ALL_NODES: ("Normal", "AllNodes"),
+    Reason.NODE_EXCLUDED: ("Normal", "NodeExcluded"),
+    Reason.NODE_TAINTED: ("Normal", "NodeTainted"),
+    Reason.NODE_CORDONED: ("Normal", "NodeCordoned"),
 }
+
+
+PLANNED_IN_FLIGHT = 4
+"""Planned moves (maintenance) written and not yet Bound by their new node, at most; the rest
+wait for a later pass. The old node stops renewing an address whose claim moved, so it keeps
+it for what is left of its --address-lifetime (between 1 and 2 s with the defaults): the new
+node must bind within that. On the bed, 50 moves at once took up to 1.6 s to bind and some
+addresses expired first (gaps); 10 at once still up to 1.6 s; 4 at once at most 0.94 s
+(p50 0.4 s), with all 50 taken over by MAC."""
+PLANNED_STALE = 10.0
+"""Seconds after which a planned move that never bound stops counting against the limit."""
+
+
+class _NoNodes:
+    def objects(self) -> list[Obj]:
+        return []
 
 
 def _rv_int(obj: Obj) -> int | None:
@@ -95,8 +118,19 @@ class Placer:
         clock: Callable[[], float],
         kick: Callable[[float], None],
         dead_since: dict[str, float] | None = None,
+        kube_nodes: Cache | None = None,
+        exclude_cordoned: bool = False,
     ) -> None:
         self.claims = claims
+        self.kube_nodes: Cache = kube_nodes if kube_nodes is not None else _NoNodes()
+        """The core v1 Nodes (labels, taints, cordon: `core.eligibility`)."""
+        self.exclude_cordoned = exclude_cordoned
+        self.excluded: dict[str, Exclusion] = {}
+        """IpNode -> why it may hold nothing, as of the last pass."""
+        self._planned: dict[str, tuple[str, Reason, float]] = {}
+        """Planned moves written and not yet Bound: claim -> (new node, reason, written at)."""
+        self._held_back = False
+        """A pass left planned moves for later (`PLANNED_IN_FLIGHT`)."""
         self.nodes = nodes
         self.pools = pools
         self.liveness = liveness
@@ -175,10 +209,17 @@ class Placer:
                 per_node[name_of(obj)] = obj
             else:
                 objs.append(obj)
+        ipnodes = self.nodes.objects()
+        self.excluded = exclusions(
+            ipnodes, self.kube_nodes.objects(), cordoned_excludes=self.exclude_cordoned
+        )
+        for why in Exclusion:
+            EXCLUDED_NODES.labels(why.value).set(sum(1 for e in self.excluded.values() if e is why))
         cluster = cluster_for(
-            self.nodes.objects(),
+            ipnodes,
             self._pool_views.build(self.pools.objects()),
             self.liveness.live(started),
+            self.excluded,
         )
         views = []
         for obj in objs:
@@ -196,7 +237,14 @@ class Placer:
         )
         self.cursor = result.cursor
         by_name = {name_of(o): o for o in objs}
+        room = self._planned_room(started)
+        held: list[str] = []
         for d in result.decisions:
+            if d.reason.planned and not d.no_live_node and d.claim not in self._pending:
+                if room <= 0:
+                    held.append(d.claim)
+                    continue
+                room -= 1
             if d.reason is Reason.NODE_DEAD and d.from_node:
                 # this pass found it dead before the liveness watcher said so
                 self.dead_since.setdefault(d.from_node, started)
@@ -204,6 +252,10 @@ class Placer:
                 self._deferred.add(d.claim)  # decide again once its write is done
             else:
                 self._start(d.claim, d, self._apply(d, by_name[d.claim]))
+        if held:
+            self._held_back = True
+            self.kick(PLANNED_STALE)  # safety net; a planned move binding kicks sooner
+            log.info("placement.planned_moves_held", claims=len(held), limit=PLANNED_IN_FLIGHT)
         decided = {d.claim for d in result.decisions}
         for obj in objs:
             name = name_of(obj)
@@ -303,6 +355,10 @@ class Placer:
                 why="claim changed since the decision; the next pass decides again",
             )
             return
+        if d.reason.planned:
+            PLANNED_MOVES.labels(d.reason.value).inc()
+            self._planned[d.claim] = (d.to_node, d.reason, self.clock())
+            self.observe_claim(stored)  # the new node may have bound it already
         since = self.dead_since.get(d.from_node) if d.reason is Reason.NODE_DEAD else None
         if since is not None:  # the move is written: that claim has failed over
             FAILOVER_SECONDS.observe(max(0.0, self.clock() - since))
@@ -327,6 +383,46 @@ class Placer:
             services=list(told) or None,
         )
 
+    def _planned_room(self, now: float) -> int:
+        """How many more planned moves may start now (`PLANNED_IN_FLIGHT`)."""
+        for name, (_, _, since) in list(self._planned.items()):
+            if now - since > PLANNED_STALE:
+                del self._planned[name]
+        writing = sum(
+            1
+            for name, p in self._pending.items()
+            if p is not None and p.reason.planned and name not in self._planned
+        )
+        return PLANNED_IN_FLIGHT - len(self._planned) - writing
+
+    def observe_claim(self, obj: Obj | None, name: str = "") -> None:
+        """A claim as the informer (or our write) has it: ends the clock of a planned move
+        once its new node reports it Bound; forgets it if it went elsewhere or is gone."""
+        name = name or name_of(obj or {})
+        planned = self._planned.get(name)
+        if planned is None:
+            return
+        to_node, reason, since = planned
+        if obj is None or node_of(obj) != to_node:
+            del self._planned[name]
+            self._release()
+        elif is_bound_on(obj, to_node):
+            self._release()
+            del self._planned[name]
+            PLANNED_MOVE_SECONDS.labels(reason.value).observe(max(0.0, self.clock() - since))
+            log.info(
+                "placement.planned_move.bound",
+                claim=name,
+                node=to_node,
+                reason=reason.value,
+                seconds=round(self.clock() - since, 3),
+            )
+
+    def _release(self) -> None:
+        if self._held_back:
+            self._held_back = False
+            self.kick(0.0)  # room for the planned moves a pass held back
+
     def _message(self, d: Decision) -> str:
         if d.all_nodes:
             return "policy all: held by every node its pool admits"
@@ -338,7 +434,13 @@ class Placer:
             Reason.NODE_GONE: f"IpNode {d.from_node} is gone",
             Reason.NODE_INELIGIBLE: f"pool no longer admits node {d.from_node}",
             Reason.REBALANCE: "rebalancing after nodes joined",
-        }.get(d.reason, d.reason.value)
+        }.get(d.reason)
+        if why is None:
+            why = (
+                reason_text(d.from_node, Exclusion(d.reason.value))
+                if d.reason.planned
+                else d.reason.value
+            )
         return f"moved from {d.from_node} to {d.to_node}: {why}"
 
     async def _report_no_live_node(self, d: Decision, obj: Obj) -> None:

@@ -18,11 +18,20 @@ from typing import assert_never
 
 import structlog
 
+from eipctl.core.eligibility import facts_of
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness, Transition
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.placement import Policy
-from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, IPNODES, SERVICES, KubeApi, object_key
+from eipctl.kube.client import (
+    IPCLAIMPOOLS,
+    IPCLAIMS,
+    IPNODES,
+    NODES,
+    SERVICES,
+    KubeApi,
+    object_key,
+)
 from eipctl.kube.leader import LeaderElector, LeaseApi
 from eipctl.kube.manager import Component, LeaderTerm, Manager, clients
 from eipctl.kube.workqueue import Handler, Result, requeue_after
@@ -33,6 +42,7 @@ from eipctl.scheduler import claims as c
 from eipctl.scheduler import metrics
 from eipctl.scheduler.keys import Pass, SchedulerKey, ServiceIpKey
 from eipctl.scheduler.node_conditions import NodeConditions
+from eipctl.scheduler.node_eligibility import NodeEligibility
 from eipctl.scheduler.node_watch import NodeWatch
 from eipctl.scheduler.placing import Placer
 from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
@@ -78,6 +88,8 @@ class Scheduler:
         self.nodes = m.informer(IPNODES)
         self.pools = m.informer(IPCLAIMPOOLS)
         self.services = m.informer(SERVICES)
+        self.kube_nodes = m.informer(NODES)
+        """The core v1 Nodes: the exclusion label, eipctl's taint, cordon (planned moves)."""
         self.liveness = Liveness(settings.node_timeout)
         self.prober: LivenessProber | None = None
         self.node_watch = NodeWatch(
@@ -98,11 +110,13 @@ class Scheduler:
         self.index = ServiceIndex()
         self.placer: Placer | None = None
         self.node_conditions: NodeConditions | None = None
+        self.node_eligibility: NodeEligibility | None = None
         self._passes_before = 0
         self.claims.add_change_handler(self._on_claim_change)
         self.nodes.add_change_handler(self._on_node_change)
         self.pools.add_change_handler(self._on_pool_change)
         self.services.add_change_handler(self._on_service_change)
+        self.kube_nodes.add_change_handler(self._on_kube_node_change)
         m.add_runnable("liveness-watcher", self.node_watch.run)
 
     def _set_targets(self, targets: dict[str, tuple[str, int]]) -> None:
@@ -156,8 +170,13 @@ class Scheduler:
             clock=self.now,
             kick=lambda delay: queue.add_after(Pass.PLACE, delay),
             dead_since=self.dead_since,
+            kube_nodes=self.kube_nodes,
+            exclude_cordoned=s.exclude_cordoned_nodes,
         )
         conditions = NodeConditions(self.nodes, self.liveness, term.writer, clock=self.now)
+        eligibility = NodeEligibility(
+            self.nodes, term.writer, kick=lambda delay: queue.add_after(Pass.PLACE, delay)
+        )
         service_claims = ServiceClaims(
             index=self.index,
             claims=self.claims,
@@ -175,10 +194,13 @@ class Scheduler:
             match key:
                 case Pass.PLACE:
                     await conditions.sync()  # Live before moves: see node_conditions
-                    return await placer.reconcile()
+                    result = await placer.reconcile()
+                    eligibility.sync(placer.excluded)
+                    return result
                 case Pass.REBALANCE:
                     await conditions.sync()
                     result = await placer.reconcile(rebalance_moves=s.rebalance_max_moves)
+                    eligibility.sync(placer.excluded)
                     return result if result.error else requeue_after(s.rebalance_interval)
                 case ServiceIpKey(claim):
                     return await service_claims.reconcile(claim)
@@ -192,6 +214,7 @@ class Scheduler:
             queue.add_after(Pass.REBALANCE, s.rebalance_interval)
         self.placer = placer
         self.node_conditions = conditions
+        self.node_eligibility = eligibility
         log.info(
             "scheduler.leading",
             identity=s.identity,
@@ -205,16 +228,22 @@ class Scheduler:
         if self.node_conditions is not None:
             await self.node_conditions.close()
             self.node_conditions = None
+        if self.node_eligibility is not None:
+            await self.node_eligibility.close()
+            self.node_eligibility = None
         if self.placer is not None:
             await self.placer.close()
             self._passes_before += self.placer.passes
             self.placer = None
         metrics.clear_claim_phases()
+        metrics.EXCLUDED_NODES.clear()
         log.info("scheduler.term_ended", identity=self.settings.identity, term=term.number)
 
     # --- informer handlers (quick; only enqueue) ----------------------------------------------
     def _on_claim_change(self, old: Obj | None, new: Obj | None) -> None:
         obj = new or old or {}
+        if self.placer is not None:
+            self.placer.observe_claim(new, name_of(obj))  # a planned move bound, or gone
         if old is None or new is None:
             self.manager.enqueue(ServiceIpKey(name_of(obj)))
             self.manager.enqueue(Pass.PLACE)
@@ -237,6 +266,12 @@ class Scheduler:
         self.node_watch.observe(old, new)  # judged first: `observe` compares with its verdict
         if self.node_conditions is not None:
             self.node_conditions.observe(old, new)
+
+    def _on_kube_node_change(self, old: Obj | None, new: Obj | None) -> None:
+        """A Node changed: a pass only if what eligibility reads of it did (Nodes' status
+        changes often; their labels, taints and cordon rarely)."""
+        if old is None or new is None or facts_of(old) != facts_of(new):
+            self.manager.enqueue(Pass.PLACE)
 
     def _on_pool_change(self, old: Obj | None, new: Obj | None) -> None:
         self.manager.enqueue(Pass.PLACE)

@@ -29,6 +29,7 @@ from typing import Final, Protocol
 
 import structlog
 
+from eipctl.core.eligibility import Exclusion, reason_text
 from eipctl.core.fields import Obj, labels_of
 from eipctl.core.naming import LABEL_POOL
 from eipctl.core.placement import Decision, Reason
@@ -70,6 +71,8 @@ def why(d: Decision, pool: str | None) -> str:
         return f"moved off {gone} to even out the load"
     if d.reason is Reason.ALL_NODES:
         return f"policy all (was on {gone})"
+    if d.reason.planned:
+        return reason_text(gone, Exclusion(d.reason.value))
     return f"moved off {gone} ({d.reason.value})"
 
 
@@ -79,6 +82,9 @@ def placement_event(ip: str, d: Decision, pool: str | None = None) -> ServiceEve
     if not d.from_node:
         suffix = " (policy all)" if d.all_nodes else ""
         return ServiceEvent("Normal", REASON_PLACED, f"{ip} placed on {where}{suffix}")
+    if d.reason.planned:  # a maintenance move: both ends are worth saying
+        message = f"{ip} moved from {d.from_node} to {where}: {why(d, pool)}"
+        return ServiceEvent("Normal", REASON_MOVED, message)
     return ServiceEvent("Normal", REASON_MOVED, f"{ip} now on {where}: {why(d, pool)}")
 
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import structlog
 
-from eipctl.core.fields import Obj, ResourceError, get_bool, get_int
+from eipctl.core.eligibility import Exclusion, NodeFacts, exclusion, facts_of
+from eipctl.core.fields import Obj, ResourceError, get_bool, get_int, name_of
 from eipctl.core.naming import IPAddress
-from eipctl.core.placement import Cluster
+from eipctl.core.placement import Cluster, Reason
 from eipctl.core.pool import Pool, PoolError
 from eipctl.core.selectors import LabelSelector
 
@@ -101,10 +102,46 @@ class PoolViews:
         return None
 
 
+EXCLUSION_REASONS: Mapping[Exclusion, Reason] = {
+    Exclusion.EXCLUDED: Reason.NODE_EXCLUDED,
+    Exclusion.TAINTED: Reason.NODE_TAINTED,
+    Exclusion.CORDONED: Reason.NODE_CORDONED,
+}
+
+
+def exclusions(
+    ipnodes: Iterable[Obj], kube_nodes: Iterable[Obj], *, cordoned_excludes: bool
+) -> dict[str, Exclusion]:
+    """IpNode name -> why it may hold nothing, for the excluded ones only.
+
+    Judged on the core v1 Node of the same name when the cache has it (labels, taints,
+    cordon: seen as soon as they change), else on the IpNode's labels (copied from the Node
+    by its controller every --resync-interval: the exclusion label only)."""
+    by_name = {name_of(n): n for n in kube_nodes}
+    out: dict[str, Exclusion] = {}
+    for ipnode in ipnodes:
+        name = name_of(ipnode)
+        node = by_name.get(name)
+        facts = facts_of(node) if node is not None else NodeFacts(labels=_labels(ipnode))
+        why = exclusion(facts, cordoned_excludes=cordoned_excludes)
+        if why is not None:
+            out[name] = why
+    return out
+
+
+def _labels(obj: Obj) -> Mapping[str, str]:
+    labels = (obj.get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
 def cluster_for(
-    nodes: Iterable[Obj], pools: Mapping[str, PoolView], live: frozenset[str]
+    nodes: Iterable[Obj],
+    pools: Mapping[str, PoolView],
+    live: frozenset[str],
+    excluded: Mapping[str, Exclusion] | None = None,
 ) -> Cluster:
-    """`core.placement.Cluster` from IpNode objects, pool views and the live node names."""
+    """`core.placement.Cluster` from IpNode objects, pool views, the live node names and the
+    excluded nodes (`exclusions`)."""
     labels: dict[str, Mapping[str, str]] = {}
     for node in nodes:
         meta = node.get("metadata") or {}
@@ -115,4 +152,5 @@ def cluster_for(
         for name, view in pools.items()
         if view.node_selector is not None or view.selector_broken
     }
-    return Cluster(known=known, live=live & known, eligible=eligible)
+    out = {n: EXCLUSION_REASONS[why] for n, why in (excluded or {}).items() if n in known}
+    return Cluster(known=known, live=live & known, eligible=eligible, excluded=out)
