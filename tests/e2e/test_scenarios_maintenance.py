@@ -215,6 +215,33 @@ def test_deleting_an_excluded_nodes_controller_loses_nothing(local_bed: LocalBed
         wait_bound(bed, ips, timeout=5)
 
 
+def test_a_drained_nodes_controller_hands_its_ips_over_when_it_stops(local_bed: LocalBed) -> None:
+    """`kubectl drain` cordons, then the controller's pod is deleted (the node's deletion, or
+    `--ignore-daemonsets` plus a delete): without the scheduler's cordon flag nothing moved
+    before, and the SIGTERM is no restart. The controller announces no restart grace, so the
+    IPs move as soon as its replies stop, and its addresses answer until the new holders
+    took over: no gap, and not the 15 s of a restart grace."""
+    bed = local_bed
+    node, mine = placed_on_one_node(bed, [f"leave-{i}" for i in range(len(bed.node_names))])
+
+    def drain_and_stop(bed: LocalBed, node: str) -> None:
+        cordon(bed, node)
+        bed.controllers[node].terminate(grace=10)
+
+    def back(bed: LocalBed, node: str) -> None:
+        uncordon(bed, node)
+        bed.start_controller(node)
+        bed.wait_in_service([node], 15)
+
+    with restored(bed, back, node):
+        outages, took = move_off(bed, node, mine, drain_and_stop)
+        print(f"FIGURES drained controller stopped: {len(mine)} IPs moved in {took:.2f}s")
+        assert took < 5.0, f"the IPs waited {took:.1f}s: a restart grace instead of a hand-over"
+        for ip in mine:
+            assert outages[ip] <= MAX_GAP, f"{ip} stopped answering for {outages[ip] * 1000:.0f} ms"
+        assert ips_held_twice(bed.kube.claims()) == []
+
+
 @pytest.mark.parametrize("count", [1, 50])
 def test_figures_time_to_move_all_of_a_nodes_ips(local_bed: LocalBed, count: int) -> None:
     """docs/benchmarks.md: longest gap and time to move all of one node's IPs (1 and 50)."""

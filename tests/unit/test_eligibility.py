@@ -167,3 +167,22 @@ def test_exclusion_invariants(
             assert bool(d.to_node) == bool(c.live - excluded.keys())
         if claim.node and claim.node in c.live and claim.node not in excluded:
             assert d is None  # a claim on a live eligible node stays
+
+
+def test_a_stop_is_a_departure_when_the_node_is_deleted_drained_or_excluded() -> None:
+    from eipctl.core.eligibility import leaving_reason
+
+    assert leaving_reason({"metadata": {"name": "n"}}) is None  # a rolling update
+    assert leaving_reason({"metadata": {"deletionTimestamp": "2026-12-01T00:00:00Z"}}) == (
+        "NodeDeleting"
+    )
+    assert leaving_reason({"spec": {"unschedulable": True}}) == "NodeCordoned"
+    excluded = {
+        "metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "x"}}
+    }
+    assert leaving_reason(excluded) == "NodeExcluded"
+    tainted = {
+        "spec": {"taints": [{"key": "eipctl.io/exclude-from-external-ips", "effect": "NoSchedule"}]}
+    }
+    assert leaving_reason(tainted) == "NodeTainted"
+    assert leaving_reason({"spec": {"unschedulable": "yes"}}) is None  # malformed: no evidence

@@ -22,12 +22,13 @@ from typing import Any
 
 import structlog
 
+from eipctl.core.eligibility import leaving_reason
 from eipctl.core.fence import Fence, FenceTransition
 from eipctl.core.fields import ResourceError
 from eipctl.core.ipnode import IpNode
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.naming import API_VERSION, LABEL_NODE, is_label_value
-from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
+from eipctl.kube.client import IPCLAIMS, IPNODES, NODES, KubeApi, Obj
 from eipctl.kube.errors import ApiError, NotFound
 from eipctl.kube.events import EventRecorder, reference
 from eipctl.kube.informer import Informer
@@ -245,7 +246,11 @@ class NodeController:
             await self.reconciler.release_all()
             log.info("shutdown.addresses.removed", node=self.settings.node)
         elif self.settings.restart_grace > 0 and not self.fence.fenced:
-            await self._announce_restart()
+            leaving = await self._leaving()
+            if leaving is None:
+                await self._announce_restart()
+            else:
+                await self._hand_over(leaving)
         else:
             log.info("shutdown.addresses.kept", node=self.settings.node)
         if self.responder is not None:
@@ -257,6 +262,30 @@ class NodeController:
                 await self.status.drain()
                 await self.events.flush()
         self.status.cancel()
+
+    async def _leaving(self) -> str | None:
+        """Why our node is leaving (`core.eligibility.leaving_reason`), or None for a restart.
+        A Node we cannot read (gone, forbidden, API down) counts as a restart: the old rule."""
+        try:
+            async with asyncio.timeout(self.settings.node_timeout):
+                node = await self._api.get(NODES, self.settings.node)
+        except Exception as exc:  # NotFound, Forbidden, timeout: no evidence of a drain
+            log.info("shutdown.node_unreadable", node=self.settings.node, error=repr(exc))
+            return None
+        return leaving_reason(node)
+
+    async def _hand_over(self, reason: str) -> None:
+        """The node is being drained, deleted or excluded: no restart grace. The addresses
+        get one fresh lifetime, so they keep answering while the scheduler (which stops
+        hearing us now) moves the claims and the new holders take over from our MAC."""
+        kept = await self.reconciler.extend_lifetimes(self.settings.address_lifetime)
+        log.info(
+            "shutdown.handing_over",
+            node=self.settings.node,
+            reason=reason,
+            addresses=kept,
+            lifetime=self.settings.address_lifetime,
+        )
 
     async def _announce_restart(self) -> None:
         """Bridge a restart: the addresses outlive this process by `restart_grace`, and the

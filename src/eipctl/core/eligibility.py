@@ -93,3 +93,19 @@ def reason_text(node: str, why: Exclusion) -> str:
         Exclusion.TAINTED: f"{node} tainted {EXCLUDE_TAINT}",
         Exclusion.CORDONED: f"{node} cordoned",
     }[why]
+
+
+def leaving_reason(node: Mapping[str, Any]) -> str | None:
+    """On a controller's SIGTERM: why its node is leaving (being deleted, drained, or
+    excluded), or None when the stop is a restart (a DaemonSet rolling update).
+
+    `kubectl drain` cordons first, so a cordoned node counts as leaving whatever the
+    scheduler's `--exclude-cordoned-nodes`: misjudging a restart on a node cordoned for
+    another reason costs a move without a gap (the addresses outlive the process by one
+    lifetime), while misjudging a drain as a restart costs the restart grace.
+    """
+    meta = node.get("metadata")
+    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+        return "NodeDeleting"
+    why = exclusion(facts_of(node), cordoned_excludes=True)
+    return None if why is None else why.value

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import structlog
 
 from eipctl.controller.node import ClaimCache, NodeController, NodeSettings
 from eipctl.core.liveness_wire import Flag, Keyring
@@ -442,6 +443,36 @@ async def test_clean_stop_bridges_a_restart_with_a_grace(bed: Bed) -> None:
 
     await eventually(grace_cleared)
     assert bed.on_link("203.0.113.7")
+
+
+@pytest.mark.parametrize(
+    ("spec", "labels"),
+    [
+        ({"unschedulable": True}, {}),  # kubectl drain cordons first
+        ({}, {"node.kubernetes.io/exclude-from-external-load-balancers": ""}),
+    ],
+)
+async def test_a_stop_on_a_node_being_drained_hands_over_instead_of_a_grace(
+    bed: Bed, spec: Obj, labels: dict[str, str]
+) -> None:
+    """SIGTERM on a drained or excluded node is no restart: no grace is announced (the
+    scheduler moves the IPs as soon as our replies stop), and the addresses get one fresh
+    lifetime, not the grace, so they answer until the new holders take over."""
+    from dataclasses import replace
+
+    await bed.api.create(NODES, {"metadata": {"name": NODE, "labels": labels}, "spec": spec})
+    controller = bed.start(replace(FAST, restart_grace=30.0))
+    await eventually(controller.ready)
+    await bed.claim("203.0.113.7")
+    await eventually(lambda: bed.on_link("203.0.113.7"))
+    with structlog.testing.capture_logs() as logs:
+        await bed.stop()
+    (kept,) = await bed.backend.list_managed("eth0")
+    assert kept.valid_lft is not None and kept.valid_lft <= FAST.address_lifetime + 1
+    status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
+    assert "restartGraceSeconds" not in status
+    (line,) = [e for e in logs if e["event"] == "shutdown.handing_over"]
+    assert line["reason"] in ("NodeCordoned", "NodeExcluded") and line["addresses"] == 1
 
 
 async def test_claim_on_a_missing_link_waits_for_the_link(bed: Bed) -> None:
