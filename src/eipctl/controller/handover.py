@@ -2,9 +2,10 @@
 reports it Bound, so a move (or this controller's restart) never leaves a gap in which nobody
 answers.
 
-The address is no longer renewed meanwhile, and it is held for at most one
---address-lifetime, so a new holder that never binds cannot keep it here for long; fencing
-and releases never wait for this.
+The address is held for at most one --address-lifetime from when the move was first seen,
+and its netlink lifetime is renewed to what is left of that hold (`remaining`): a slow new
+holder still finds it here, and one that never binds cannot keep it here for long, even if
+this controller dies meanwhile. Fencing and releases never wait for this.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class Handover:
         self._max_hold = max_hold
         self._clock = clock
         self._since: dict[Address, float] = {}
+
+    def remaining(self, addr: Address) -> float:
+        """Seconds left of `addr`'s hold (0 when it is not held)."""
+        since = self._since.get(addr)
+        return 0.0 if since is None else max(0.0, self._max_hold - (self._clock() - since))
 
     async def waiting(self, addr: Address) -> bool:
         """True while `addr` must stay on the link for its claim's new node to bind it."""

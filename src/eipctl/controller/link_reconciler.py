@@ -179,6 +179,7 @@ class LinkReconciler:
             # holder, and they would wait for its next round once we let go)
             self._announcements.stop(addr.link, addr.ip)
             if not fenced and await self._handover.waiting(addr):
+                await self._hold(addr)
                 self._retry_in(HANDOVER_RECHECK)
                 continue
             await self._remove(addr, reason)
@@ -253,6 +254,17 @@ class LinkReconciler:
         if removed:
             ADDRESS_CHANGES.labels("remove").inc()
             log.info("address.removed", address=str(addr), reason=reason, node=self.node)
+
+    async def _hold(self, addr: Address) -> None:
+        """Keep a moved address for what is left of its handover (whole seconds, at least
+        one): it must not lapse before the new holder binds, nor outlive the hold."""
+        if not self._fence.may_hold():
+            return
+        seconds = max(1, int(self._handover.remaining(addr)))
+        try:
+            await self._backend.add(addr.link, addr.ip, addr.prefixlen, seconds)
+        except NetError as exc:
+            self._failed("hold", exc, address=f"{addr.ip}/{addr.prefixlen}")
 
     async def _put(self, addr: Address, claim: IpClaim, op: str) -> bool:
         """Add `addr` or renew its lifetime; False (reported) if the link refused it."""

@@ -341,3 +341,16 @@ async def test_announcements_stop_when_the_claim_moves_away(h: Harness) -> None:
     assert "203.0.113.7/32" in await h.managed()  # still held for the handover
     assert cancelled == ["203.0.113.7"]
     await h.reconciler.close()
+
+
+async def test_a_moved_address_is_kept_alive_for_its_handover_and_no_longer(h: Harness) -> None:
+    """Until the new holder binds, the address must not lapse (a slow bind would be a gap):
+    its lifetime is renewed to what is left of the hold, never beyond it."""
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    await h.backend.add("eth0", "203.0.113.7", 32, 1)  # the last renewal, nearly spent
+    h.claims.items[0]["spec"]["nodeName"] = "node-b"  # moved; node-b has not bound it yet
+    await h.reconciler.reconcile()
+    lifetime = (await h.managed())["203.0.113.7/32"]
+    assert lifetime is not None and 1 < lifetime <= 2.5  # the hold is one lifetime (2.5 s)
+    await h.reconciler.close()
