@@ -32,7 +32,7 @@ from eipctl.sandbox.testbed.kube import kubectl_binary
 pytestmark = pytest.mark.kubectl
 
 COLUMNS = ["NAME", "LINK", "LIVE", "LAST HEARTBEAT", "AGE"]
-WIDE = ["NAME", "LINK", "LIVE", "LAST HEARTBEAT", "REPORTED ADDRESSES", "AGE"]
+WIDE = ["NAME", "LINK", "LIVE", "ELIGIBILITY", "LAST HEARTBEAT", "REPORTED ADDRESSES", "AGE"]
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
@@ -89,6 +89,20 @@ async def judge(api: KubeApi, node: str, live: bool, reason: str) -> None:
     await api.replace(IPNODES, obj, sub="status")
 
 
+async def exclude(api: KubeApi, node: str) -> None:
+    """The scheduler leader's Eligible condition for a node excluded for maintenance."""
+    obj = await api.get(IPNODES, node)
+    condition = {
+        "type": "Eligible",
+        "status": "False",
+        "reason": "NodeExcluded",
+        "message": "written by the test",
+        "lastTransitionTime": "2026-12-01T00:00:00Z",
+    }
+    obj.setdefault("status", {}).setdefault("conditions", []).append(condition)
+    await api.replace(IPNODES, obj, sub="status")
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"
@@ -109,6 +123,7 @@ async def test_get_ipnodes_shows_live_and_last_heartbeat_and_wide_the_addresses(
     await judge(api, "node-live", True, REASON_REPLYING)
     await heartbeat(api, "node-dead", 9, now - timedelta(seconds=200), ["203.0.113.9/32"])
     await judge(api, "node-dead", False, REASON_NO_REPLY)
+    await exclude(api, "node-dead")
     # a controller whose clock runs 30 s ahead of the API server's; not judged yet
     await heartbeat(api, "node-ahead", 1, now + timedelta(seconds=30), [])
 
@@ -131,6 +146,11 @@ async def test_get_ipnodes_shows_live_and_last_heartbeat_and_wide_the_addresses(
     assert wide["node-dead"]["REPORTED ADDRESSES"] == '["203.0.113.9/32"]'
     assert wide["node-ahead"]["REPORTED ADDRESSES"] == "[]"
     assert wide["node-new"]["REPORTED ADDRESSES"] == ""
+    # ELIGIBILITY: the reason of a maintenance exclusion; empty on a node never excluded
+    assert (wide["node-dead"]["ELIGIBILITY"], wide["node-live"]["ELIGIBILITY"]) == (
+        "NodeExcluded",
+        "",
+    )
     assert {n: r["LIVE"] for n, r in wide.items()} == {n: r["LIVE"] for n, r in table.items()}
 
     # what the server sends for no value: null cells, as the real one does
@@ -141,7 +161,7 @@ async def test_get_ipnodes_shows_live_and_last_heartbeat_and_wide_the_addresses(
         sent: dict[str, Any] = await resp.json()
     names = [c["name"] for c in sent["columnDefinitions"]]
     assert names == ["Name", *WIDE[1:]]
-    assert [c["priority"] for c in sent["columnDefinitions"]] == [0, 0, 0, 0, 1, 0]
+    assert [c["priority"] for c in sent["columnDefinitions"]] == [0, 0, 0, 1, 0, 1, 0]
     by_name = {r["cells"][0]: dict(zip(names, r["cells"], strict=True)) for r in sent["rows"]}
     assert by_name["node-new"]["LIVE"] is None
     assert by_name["node-new"]["LAST HEARTBEAT"] is None

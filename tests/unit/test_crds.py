@@ -107,7 +107,7 @@ def test_manifest_is_valid(where: str, doc: dict[str, Any]) -> None:
 PRINTER_COLUMNS = {
     "IpClaim": ["IP", "NODE", "PHASE", "POOL", "SERVICES", "AGE"],
     "IpClaimPool": ["CIDR", "AUTO", "ALLOCATED", "FREE", "READY", "AGE"],
-    "IpNode": ["LINK", "LIVE", "LAST HEARTBEAT", "REPORTED ADDRESSES", "AGE"],
+    "IpNode": ["LINK", "LIVE", "ELIGIBILITY", "LAST HEARTBEAT", "REPORTED ADDRESSES", "AGE"],
 }
 SHORT_NAMES = {"IpClaim": "ipc", "IpClaimPool": "ipp", "IpNode": "ipn"}
 
