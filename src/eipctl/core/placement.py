@@ -7,9 +7,15 @@ always gives the same output.
 
 Rules (docs/design.md, "Flows", "Place"):
 
+- Each claim has one policy (`Policies.of`): its pool's (``spec.placement``), else the
+  default (the scheduler's ``--policy``; also for unpooled claims and unknown pools). One
+  pass decides claims of every policy together, in name order.
 - A claim on a live node that its pool admits stays put, whatever the policy (no flapping).
   Only ``rebalance_moves > 0`` (the ``--rebalance`` flag, policy ``spread``) moves such
-  claims, and then at most that many.
+  claims, and then at most that many, and only claims whose policy is ``spread``.
+- Load is counted across policies: every claim that stays on a node (or is stuck there)
+  counts for that node, whatever its policy (one node, one link); a claim marked for every
+  node sits on no node and counts for none (its per-node copies are not placement's).
 - A claim that must go (unplaced, node dead, node gone, node no longer admitted by the pool,
   node excluded for maintenance: `core.eligibility`) gets a target among the live nodes its
   pool admits:
@@ -40,6 +46,7 @@ __all__ = [
     "Cluster",
     "Decision",
     "PlacementPlan",
+    "Policies",
     "Policy",
     "Reason",
     "plan",
@@ -50,6 +57,28 @@ class Policy(StrEnum):
     SPREAD = "spread"
     SINGLE = "single"
     ALL = "all"
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The policy of each claim: its pool's, else ``default``."""
+
+    default: Policy = Policy.SPREAD
+    """The scheduler's ``--policy``: unpooled claims, pools with no placement of their own,
+    pools the scheduler does not know."""
+    by_pool: Mapping[str, Policy] = field(default_factory=dict)
+    """Pool name -> the placement its ``spec.placement`` names (pools with ``""`` left out)."""
+
+    @classmethod
+    def of_any(cls, policy: Policy | str | Policies) -> Policies:
+        """``policy`` as is, or one policy for every claim."""
+        return policy if isinstance(policy, Policies) else cls(Policy(policy))
+
+    def of(self, pool: str | None) -> Policy:
+        """The policy of a claim of ``pool`` (None: unpooled)."""
+        if pool is None:
+            return self.default
+        return self.by_pool.get(pool, self.default)
 
 
 class Reason(StrEnum):
@@ -171,45 +200,59 @@ def why_move(claim: ClaimPlacement, cluster: Cluster, policy: Policy) -> Reason 
 def plan(
     claims: Sequence[ClaimPlacement],
     cluster: Cluster,
-    policy: Policy | str,
+    policy: Policy | str | Policies,
     *,
     cursor: str = "",
     rebalance_moves: int = 0,
 ) -> PlacementPlan:
-    """Decide every claim that must move; see the module docstring for the rules."""
-    policy = Policy(policy)
+    """Decide every claim that must move; see the module docstring for the rules.
+
+    ``policy``: one policy for every claim, or `Policies` (per pool, with a default).
+    """
+    policies = Policies.of_any(policy)
     ordered = sorted(claims, key=lambda c: c.name)
     load: Counter[str] = Counter()
-    movers: list[tuple[ClaimPlacement, Reason]] = []
+    movers: list[tuple[ClaimPlacement, Policy, Reason]] = []
     for claim in ordered:
-        reason = why_move(claim, cluster, policy)
+        claim_policy = policies.of(claim.pool)
+        reason = why_move(claim, cluster, claim_policy)
         if reason is None:
             if claim.node:
                 load[claim.node] += 1
         else:
-            movers.append((claim, reason))
-    if policy is Policy.ALL:
-        decisions = [Decision(c.name, c.node, "", r, all_nodes=True) for c, r in movers]
-        return PlacementPlan(tuple(decisions), cursor)
-    for claim, _ in movers:
-        if claim.node in cluster.live and not cluster.candidates(claim.pool):
+            movers.append((claim, claim_policy, reason))
+    for claim, claim_policy, _ in movers:
+        if (
+            claim_policy is not Policy.ALL
+            and claim.node in cluster.live
+            and not cluster.candidates(claim.pool)
+        ):
             load[claim.node] += 1  # stuck where it is (no live candidate): still a load
-    decisions = []
-    for claim, reason in movers:
+    decisions: list[Decision] = []
+    for claim, claim_policy, reason in movers:
+        if claim_policy is Policy.ALL:
+            decisions.append(Decision(claim.name, claim.node, "", reason, all_nodes=True))
+            continue
         candidates = cluster.candidates(claim.pool)
         if not candidates:
             decisions.append(Decision(claim.name, claim.node, "", reason))
             continue
-        if policy is Policy.SPREAD:
+        if claim_policy is Policy.SPREAD:
             target = _fewest(candidates, load, cursor)
             cursor = target
         else:
             target = _most(candidates, load)
         load[target] += 1
         decisions.append(Decision(claim.name, claim.node, target, reason))
-    if policy is Policy.SPREAD and rebalance_moves > 0:
+    if rebalance_moves > 0:
         moved = {d.claim for d in decisions}
-        staying = [c for c in ordered if c.name not in moved and c.node in cluster.live]
+        staying = [
+            c
+            for c in ordered
+            if c.name not in moved
+            and c.node in cluster.live
+            and policies.of(c.pool) is Policy.SPREAD
+        ]
         decisions += _rebalance(staying, cluster, load, rebalance_moves)
     return PlacementPlan(tuple(decisions), cursor)
 

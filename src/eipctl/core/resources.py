@@ -53,6 +53,7 @@ from eipctl.core.selectors import LabelSelector
 __all__ = [
     "MAX_COUNT",
     "POOL_PROVIDERS",
+    "Announce",
     "ClaimPhase",
     "IpClaim",
     "IpClaimPool",
@@ -63,6 +64,7 @@ __all__ = [
     "IpNode",
     "IpNodeSpec",
     "IpNodeStatus",
+    "PoolPlacement",
     "PoolProvider",
     "ResourceError",
 ]
@@ -70,6 +72,10 @@ __all__ = [
 ClaimPhase = Literal["Pending", "Scheduled", "Bound", "Failed"]
 PoolProvider = Literal["", "aws"]
 POOL_PROVIDERS: Final = frozenset(get_args(PoolProvider))
+Announce = Literal["l2", "bgp"]
+ANNOUNCE_MODES: Final = frozenset(get_args(Announce))
+PoolPlacement = Literal["", "spread", "single", "all"]
+POOL_PLACEMENTS: Final = frozenset(get_args(PoolPlacement))
 CLAIM_PHASES: Final = frozenset(get_args(ClaimPhase))
 
 
@@ -86,6 +92,24 @@ def _provider(d: Mapping[str, Any], path: str) -> PoolProvider:
             join(path, "provider"), f"{value!r} is not one of {sorted(POOL_PROVIDERS)}"
         )
     return cast(PoolProvider, value)
+
+
+def _announce(d: Mapping[str, Any], path: str) -> Announce:
+    value = get_str(d, "announce", path) or "l2"
+    if value not in ANNOUNCE_MODES:
+        raise ResourceError(
+            join(path, "announce"), f"{value!r} is not one of {sorted(ANNOUNCE_MODES)}"
+        )
+    return cast(Announce, value)
+
+
+def _placement(d: Mapping[str, Any], path: str) -> PoolPlacement:
+    value = get_str(d, "placement", path)
+    if value not in POOL_PLACEMENTS:
+        raise ResourceError(
+            join(path, "placement"), f"{value!r} is not one of {sorted(POOL_PLACEMENTS)}"
+        )
+    return cast(PoolPlacement, value)
 
 
 def _selector(d: Mapping[str, Any], key: str, path: str) -> LabelSelector | None:
@@ -114,6 +138,11 @@ class IpClaimPoolSpec:
     node_selector: LabelSelector | None = None
     provider: PoolProvider = ""
     """Where the addresses live: "" = on node links (bare metal), "aws" = EC2 Elastic IPs."""
+    announce: Announce = "l2"
+    """How the IPs are made reachable: "l2" = on the node's link with gratuitous ARP / NA;
+    "bgp" = a host route on the controller's BGP link, which the node's FRR redistributes."""
+    placement: PoolPlacement = ""
+    """Placement policy for this pool's claims; "" = the scheduler's ``--policy``."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "spec") -> IpClaimPoolSpec:
@@ -144,6 +173,8 @@ class IpClaimPoolSpec:
             namespace_selector=_selector(d, "namespaceSelector", path),
             node_selector=_selector(d, "nodeSelector", path),
             provider=_provider(d, path),
+            announce=_announce(d, path),
+            placement=_placement(d, path),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,6 +196,10 @@ class IpClaimPoolSpec:
                 out[key] = selector.to_dict()
         if self.provider:
             out["provider"] = self.provider
+        if self.announce != "l2":
+            out["announce"] = self.announce
+        if self.placement:
+            out["placement"] = self.placement
         return out
 
 

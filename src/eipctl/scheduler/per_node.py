@@ -4,7 +4,9 @@ Under ``all`` every IpNode the pool admits holds the IP, live or not: a node tha
 its per-node claim (it holds nothing while dead, and nothing has to be written when it comes
 back). A node that leaves (IpNode deleted) or stops being admitted loses it. Under any other
 policy no per-node claims should exist; only those the scheduler made
-(``eipctl.io/origin: all-nodes``) are ever removed.
+(``eipctl.io/origin: all-nodes``) are ever removed, and those of a claim leaving policy
+``all`` only once it is placed on one node: until then they are *kept* on the nodes its pool
+admits (make before break; the caller says which claims are not placed yet).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from eipctl.core.claims import is_per_node_copy, per_node_claim, pool_of
-from eipctl.core.fields import Obj
+from eipctl.core.fields import Obj, name_of
 from eipctl.core.placement import Cluster
 
 
@@ -21,28 +23,39 @@ from eipctl.core.placement import Cluster
 class PerNodeChanges:
     create: tuple[Obj, ...]
     delete: tuple[Obj, ...]
+    kept: tuple[Obj, ...] = ()
+    """Copies no policy ``all`` wants any more, kept until their claim is placed."""
 
 
 def per_node_changes(
     all_nodes_claims: Iterable[Obj],
     existing: Mapping[str, Obj],
     cluster: Cluster,
+    unplaced: Iterable[Obj] = (),
 ) -> PerNodeChanges:
     """Creates and deletes that make the per-node claims match ``all_nodes_claims``.
 
-    ``all_nodes_claims``: the IPs' own claims that policy ``all`` marks (empty under other
-    policies); ``existing``: the per-node claims by name.
+    ``all_nodes_claims``: the IPs' own claims whose policy is ``all`` (marked or about to
+    be); ``existing``: the per-node claims by name; ``unplaced``: claims of other policies
+    not placed on a node yet (or whose placement is still being written): their copies on
+    nodes their pool admits stay.
     """
     desired: dict[str, Obj] = {}
-    for base in all_nodes_claims:
-        for node in sorted(cluster.admits(pool_of(base) or None)):
-            body = per_node_claim(base, node)
+    for claim in all_nodes_claims:
+        for node in sorted(cluster.admits(pool_of(claim) or None)):
+            body = per_node_claim(claim, node)
             if body is not None:
                 desired[body["metadata"]["name"]] = body
+    waiting = {name_of(claim): pool_of(claim) or None for claim in unplaced}
     create = tuple(body for name, body in sorted(desired.items()) if name not in existing)
-    delete = tuple(
-        obj
-        for name, obj in sorted(existing.items())
-        if name not in desired and is_per_node_copy(obj)
-    )
-    return PerNodeChanges(create, delete)
+    delete: list[Obj] = []
+    kept: list[Obj] = []
+    for name, obj in sorted(existing.items()):
+        if name in desired or not is_per_node_copy(obj):
+            continue
+        base, _, node = name.partition(".")
+        if base in waiting and node in cluster.admits(waiting[base]):
+            kept.append(obj)
+        else:
+            delete.append(obj)
+    return PerNodeChanges(create, tuple(delete), tuple(kept))

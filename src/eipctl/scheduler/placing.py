@@ -12,6 +12,19 @@ write is done (if a pass wanted to, another pass follows the write). Claims writ
 remembered until the informer delivers that write (by resourceVersion), and passes use the
 remembered copy instead of the older cached one: a stale cache never makes the scheduler
 place a claim a second time. The writes are compare-and-set besides (see `claims.place`).
+
+Each claim's policy is its pool's ``spec.placement``, else ``--policy`` (`view.policies_for`).
+A pool that changes policy at runtime is converged make before break:
+
+- to ``all``: the per-node claims are created first; a claim on a live node its pool admits
+  is marked (which takes it off that node) only once its copy for that node is in the
+  cache, so that node's controller sees the copy before the claim leaves and keeps the
+  address (the copy takes over the address already on the link: no gap); a claim on a live
+  node the pool does not admit (any more) waits for a copy on another live node;
+- from ``all``: the claim is placed on one node first; its per-node claims are deleted only
+  once that placement is written (and while it stays unwritten, e.g. no live node may hold
+  it, they stay on the nodes the pool admits). The controllers that lose a copy then find
+  the claim placed elsewhere and hold the address until it is Bound there (their hand-over).
 """
 
 from __future__ import annotations
@@ -24,11 +37,19 @@ from typing import Any, Protocol
 import structlog
 
 from eipctl.core.claim_status import no_live_node_status, scheduled_status
-from eipctl.core.claims import is_all_nodes, is_bound_on, is_node_bound, node_of, reference
+from eipctl.core.claims import (
+    is_all_nodes,
+    is_bound_on,
+    is_node_bound,
+    node_of,
+    per_node_claim,
+    pool_of,
+    reference,
+)
 from eipctl.core.eligibility import Exclusion, reason_text
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
-from eipctl.core.placement import Cluster, Decision, Policy, Reason, plan
+from eipctl.core.placement import Cluster, Decision, Policies, Policy, Reason, plan
 from eipctl.kube.client import IPCLAIMS
 from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
 from eipctl.kube.events import EventType
@@ -45,7 +66,7 @@ from eipctl.scheduler.metrics import (
     set_claim_phases,
 )
 from eipctl.scheduler.per_node import per_node_changes
-from eipctl.scheduler.view import PoolViews, cluster_for, exclusions
+from eipctl.scheduler.view import PoolViews, cluster_for, exclusions, policies_for
 
 log = structlog.get_logger(__name__)
 
@@ -138,6 +159,9 @@ class Placer:
         self.recorder = recorder
         self.services = services
         self.policy = Policy(policy)
+        """The default policy (--policy): claims whose pool names none, or of no pool."""
+        self.policies = Policies(self.policy)
+        """Every claim's policy, as of the last pass."""
         self.clock = clock
         self.kick = kick
         """Ask for another pass after a delay (the term's queue)."""
@@ -215,12 +239,9 @@ class Placer:
         )
         for why in Exclusion:
             EXCLUDED_NODES.labels(why.value).set(sum(1 for e in self.excluded.values() if e is why))
-        cluster = cluster_for(
-            ipnodes,
-            self._pool_views.build(self.pools.objects()),
-            self.liveness.live(started),
-            self.excluded,
-        )
+        pool_views = self._pool_views.build(self.pools.objects())
+        self.policies = policies = policies_for(pool_views, self.policy)
+        cluster = cluster_for(ipnodes, pool_views, self.liveness.live(started), self.excluded)
         views = []
         for obj in objs:
             view = placement_of(obj)
@@ -228,13 +249,7 @@ class Placer:
             if pending is not None and not pending.no_live_node:
                 view = replace(view, node=pending.to_node, all_nodes=pending.all_nodes)
             views.append(view)
-        result = plan(
-            views,
-            cluster,
-            self.policy,
-            cursor=self.cursor,
-            rebalance_moves=rebalance_moves if self.policy is Policy.SPREAD else 0,
-        )
+        result = plan(views, cluster, policies, cursor=self.cursor, rebalance_moves=rebalance_moves)
         self.cursor = result.cursor
         by_name = {name_of(o): o for o in objs}
         room = self._planned_room(started)
@@ -250,6 +265,10 @@ class Placer:
                 self.dead_since.setdefault(d.from_node, started)
             if d.claim in self._pending:
                 self._deferred.add(d.claim)  # decide again once its write is done
+            elif self._copy_missing(d, by_name[d.claim], per_node, cluster):
+                # marked once its node's copy is in the cache: that copy's arrival runs the
+                # pass that marks it (see the module docstring)
+                log.info("placement.all_nodes.waiting_for_copy", claim=d.claim, node=d.from_node)
             else:
                 self._start(d.claim, d, self._apply(d, by_name[d.claim]))
         if held:
@@ -261,26 +280,52 @@ class Placer:
             name = name_of(obj)
             if name not in decided and name not in self._pending and not consistent(obj):
                 self._start(name, None, self._repair(obj))
-        self._sync_per_node(
-            objs, per_node, cluster, decided_all={d.claim for d in result.decisions if d.all_nodes}
-        )
+        self._sync_per_node(objs, per_node, cluster, policies)
         PLACEMENT_PASS_SECONDS.observe(self.clock() - started)
         self.passes += 1
         return DONE
 
+    @staticmethod
+    def _copy_missing(d: Decision, obj: Obj, per_node: dict[str, Obj], cluster: Cluster) -> bool:
+        """A claim to be marked for every node still lacks the per-node claim that is to
+        hold its IP once it leaves the live node it is on: the one for that node if its pool
+        admits it, else one for any live node the pool admits. Marking it now would take
+        the IP off that node before a copy is there to keep it."""
+        if not d.all_nodes or not d.from_node or d.from_node not in cluster.live:
+            return False
+        pool = pool_of(obj) or None
+        if d.from_node in cluster.admits(pool):
+            holders = [d.from_node]
+        else:
+            holders = sorted(cluster.candidates(pool))
+        names = {name_of(c) for n in holders if (c := per_node_claim(obj, n)) is not None}
+        return bool(names) and not names & per_node.keys()
+
     def _sync_per_node(
-        self, objs: list[Obj], per_node: dict[str, Obj], cluster: Cluster, decided_all: set[str]
+        self, objs: list[Obj], per_node: dict[str, Obj], cluster: Cluster, policies: Policies
     ) -> None:
-        marked = [
-            o
-            for o in objs
-            if self.policy is Policy.ALL and (is_all_nodes(o) or name_of(o) in decided_all)
-        ]
-        changes = per_node_changes(marked, per_node, cluster)
+        marked: list[Obj] = []
+        unplaced: list[Obj] = []
+        placing: set[str] = set()  # claims whose placement on a node is being written
+        for o in objs:
+            name = name_of(o)
+            pending = self._pending.get(name)
+            if policies.of(pool_of(o) or None) is Policy.ALL:
+                marked.append(o)  # marked, or about to be: copies first
+            elif pending is not None and pending.to_node:
+                placing.add(name)
+                unplaced.append(o)
+            elif not node_of(o):
+                unplaced.append(o)  # its copies, if it has any, hold the IP meanwhile
+        changes = per_node_changes(marked, per_node, cluster, unplaced)
         for body in changes.create:
             name = name_of(body)
             if name not in self._pending:
                 self._start(name, None, self._create_per_node(body))
+        for obj in changes.kept:
+            base = name_of(obj).partition(".")[0]
+            if base in placing:
+                self._deferred.add(base)  # look again once its placement is written
         for obj in changes.delete:
             name = name_of(obj)
             if name not in self._pending:
@@ -362,7 +407,7 @@ class Placer:
         since = self.dead_since.get(d.from_node) if d.reason is Reason.NODE_DEAD else None
         if since is not None:  # the move is written: that claim has failed over
             FAILOVER_SECONDS.observe(max(0.0, self.clock() - since))
-        message = self._message(d)
+        message = self._message(d, left_all=is_all_nodes(obj) and not d.all_nodes)
         try:
             stored = await self.writer.update_status(IPCLAIMS, d.claim, scheduled_status(message))
         except NotFound:
@@ -423,11 +468,11 @@ class Placer:
             self._held_back = False
             self.kick(0.0)  # room for the planned moves a pass held back
 
-    def _message(self, d: Decision) -> str:
+    def _message(self, d: Decision, *, left_all: bool = False) -> str:
         if d.all_nodes:
             return "policy all: held by every node its pool admits"
         if d.reason is Reason.UNPLACED:
-            return f"placed on {d.to_node}"
+            return f"placed on {d.to_node}" + (" (no longer policy all)" if left_all else "")
         why = {
             Reason.NODE_DEAD: f"node {d.from_node} is dead (no liveness reply for "
             f"{self.liveness.timeout:g}s)",

@@ -22,7 +22,6 @@ from eipctl.core.eligibility import facts_of
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness, Transition
 from eipctl.core.liveness_wire import Flag, Keyring
-from eipctl.core.placement import Policy
 from eipctl.kube.client import (
     IPCLAIMPOOLS,
     IPCLAIMS,
@@ -210,7 +209,7 @@ class Scheduler:
         queue.add(Pass.PLACE)
         for name in sorted(service_claims.all_keys()):
             queue.add(ServiceIpKey(name))
-        if s.rebalance and Policy(s.policy) is Policy.SPREAD:
+        if s.rebalance:  # moves only claims whose policy (pool's, else --policy) is spread
             queue.add_after(Pass.REBALANCE, s.rebalance_interval)
         self.placer = placer
         self.node_conditions = conditions

@@ -2,7 +2,10 @@
 
 A pool is read field by field and tolerantly: a pool whose cidr is broken still has a
 nodeSelector worth honouring, and a pool whose nodeSelector is broken admits no node at all
-(announcing its IPs on the wrong L2 segment would be worse than not announcing them).
+(announcing its IPs on the wrong L2 segment would be worse than not announcing them). Its
+``spec.placement`` is read the same way (the values `core.resources.IpClaimPoolSpec` takes):
+one that cannot be read leaves the pool's claims to the scheduler's ``--policy``, as ``""``
+does, without touching the rest of the pool.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from dataclasses import dataclass
 import structlog
 
 from eipctl.core.eligibility import Exclusion, NodeFacts, exclusion, facts_of
-from eipctl.core.fields import Obj, ResourceError, get_bool, get_int, name_of
+from eipctl.core.fields import Obj, ResourceError, get_bool, get_int, get_str, name_of
 from eipctl.core.naming import IPAddress
-from eipctl.core.placement import Cluster, Reason
+from eipctl.core.placement import Cluster, Policies, Policy, Reason
 from eipctl.core.pool import Pool, PoolError
+from eipctl.core.resources import POOL_PLACEMENTS
 from eipctl.core.selectors import LabelSelector
 
 log = structlog.get_logger(__name__)
@@ -34,6 +38,8 @@ class PoolView:
     prefix_length: int | None
     node_selector: LabelSelector | None
     selector_broken: bool = False
+    placement: Policy | None = None
+    """``spec.placement``; None: ``""``, absent or unreadable (the scheduler's --policy)."""
 
     def admits_node(self, labels: Mapping[str, str]) -> bool:
         if self.selector_broken:
@@ -70,7 +76,29 @@ def pool_view(obj: Obj) -> PoolView:
         except (ResourceError, AttributeError) as exc:
             broken = True
             log.warning("pool.node_selector_invalid", pool=name, error=str(exc))
-    return PoolView(name, pool, allow_manual, prefix_length, selector, broken)
+    return PoolView(
+        name, pool, allow_manual, prefix_length, selector, broken, _placement(name, spec)
+    )
+
+
+def _placement(name: str, spec: Mapping[str, object]) -> Policy | None:
+    try:
+        value = get_str(spec, "placement", "spec")
+    except ResourceError as exc:
+        log.warning("pool.placement_invalid", pool=name, error=str(exc))
+        return None
+    if value not in POOL_PLACEMENTS:
+        log.warning("pool.placement_invalid", pool=name, error=f"unknown placement {value!r}")
+        return None
+    return Policy(value) if value else None
+
+
+def policies_for(views: Mapping[str, PoolView], default: Policy) -> Policies:
+    """Each pool's placement policy, ``default`` for the rest (`core.placement.Policies`)."""
+    return Policies(
+        default,
+        {name: view.placement for name, view in views.items() if view.placement is not None},
+    )
 
 
 class PoolViews:

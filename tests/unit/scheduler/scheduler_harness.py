@@ -94,6 +94,25 @@ def make_claim(ip: str, pool: str | None = None, node: str = "") -> dict[str, An
     }
 
 
+def add_pool(srv: ApiServer, name: str, cidr: str, **spec: Any) -> None:
+    """An IpClaimPool (``spec`` in camelCase, e.g. ``placement="all"``)."""
+    srv.store.create(
+        GROUP,
+        "ipclaimpools",
+        {
+            "apiVersion": "eipctl.io/v1alpha1",
+            "kind": "IpClaimPool",
+            "metadata": {"name": name},
+            "spec": {"cidr": cidr, **spec},
+        },
+    )
+
+
+def set_pool(srv: ApiServer, name: str, **spec: Any) -> None:
+    """Change fields of a pool's spec (as `kubectl patch` would)."""
+    srv.store.patch(GROUP, "ipclaimpools", name, {"spec": spec})
+
+
 def add_claims(srv: ApiServer, n: int, pool: str | None = None, base: int = 0) -> list[str]:
     names = []
     for i in range(base, base + n):
@@ -150,6 +169,53 @@ class PlacementLog:
     def moves(self, name: str) -> int:
         """How many times the claim's node changed (1 = placed once)."""
         return len(self.changes.get(name, [""])) - 1
+
+
+class ClaimEvents:
+    """Every claim event in the order one watch delivers it (resourceVersion order):
+    ``(type, name, spec.nodeName, marked for all nodes)``, type ADDED, MODIFIED or DELETED."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.events: list[tuple[str, str, str, bool]] = []
+        self.informer = Informer(api, IPCLAIMS)
+        self.informer.add_handler(self)
+
+    def _record(self, type_: str, obj: dict[str, Any]) -> None:
+        labels = obj["metadata"].get("labels") or {}
+        node = (obj.get("spec") or {}).get("nodeName") or ""
+        marked = labels.get("eipctl.io/placement") == "all"
+        self.events.append((type_, obj["metadata"]["name"], node, marked))
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        self._record("ADDED", obj)
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self._record("MODIFIED", new)
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        self._record("DELETED", obj)
+
+    def first(self, type_: str, name: str, node: str | None = None) -> int:
+        """Index of the first such event (``node``: with that spec.nodeName); -1 if none."""
+        for i, (t, n, on, _) in enumerate(self.events):
+            if t == type_ and n == name and (node is None or on == node):
+                return i
+        return -1
+
+
+@contextlib.asynccontextmanager
+async def claim_events(kubeconfig: Path) -> AsyncIterator[ClaimEvents]:
+    """A synced `ClaimEvents` on a client of its own (the events of the initial list are
+    ADDED); both closed afterwards."""
+    api = await connect(str(kubeconfig))
+    log = ClaimEvents(api)
+    log.informer.start()
+    try:
+        await log.informer.wait_synced()
+        yield log
+    finally:
+        await log.informer.stop()
+        await api.close()
 
 
 @contextlib.asynccontextmanager
