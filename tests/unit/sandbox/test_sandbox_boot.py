@@ -13,7 +13,12 @@ from eipctl.sandbox.boot import check_pool_cidr, crd_documents, node_names, seed
 
 def test_crds_come_from_the_package() -> None:
     names = sorted(d["metadata"]["name"] for d in crd_documents())
-    assert names == ["ipclaimpools.eipctl.io", "ipclaims.eipctl.io", "ipnodes.eipctl.io"]
+    assert names == [
+        "bgppeers.eipctl.io",
+        "ipclaimpools.eipctl.io",
+        "ipclaims.eipctl.io",
+        "ipnodes.eipctl.io",
+    ]
     shipped = {e.name for e in (resources.files("eipctl") / "crds").iterdir()}
     assert {"ipclaimpools.yaml", "ipclaims.yaml", "ipnodes.yaml"} <= shipped
 
