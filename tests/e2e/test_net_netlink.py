@@ -301,3 +301,20 @@ def test_unprivileged_gets_permission_errors(bed: Bed) -> None:
     out = a.exec(sys.executable, "-c", UNPRIVILEGED)
     assert out.count("denied:") == 2, out
     assert "192.0.2.99" not in a.ip("addr show dev ea0")
+
+
+async def test_bgp_link_is_made_once_up_and_holds_local_host_routes(
+    backend: NetlinkLinkBackend, bed: Bed
+) -> None:
+    """The BGP link: a dummy link made on first need, up, whose host addresses become local
+    routes (what the node's FRR redistributes); an existing link is left as it is."""
+    a, _ = bed
+    assert await backend.ensure_dummy("eipctl-bgp") is True
+    assert await backend.ensure_dummy("eipctl-bgp") is False
+    shown = a.ip("-d link show eipctl-bgp")
+    assert ("dummy" in shown or "ifb" in shown) and ",UP" in shown and "NOARP" in shown
+    await backend.add("eipctl-bgp", "203.0.113.77", 32, 5)
+    assert "local 203.0.113.77 dev eipctl-bgp" in a.ip("route show table local")
+    a.ip("link add eipctl-x type bridge")  # someone else's link of that name: not replaced
+    assert await backend.ensure_dummy("eipctl-x") is False
+    assert "bridge" in a.ip("-d link show eipctl-x")

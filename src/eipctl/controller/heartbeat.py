@@ -83,13 +83,20 @@ def _ipnode_mutation(
 
 
 async def register(
-    api: NodeApi, writer: NodeWriter, node: str, link: str, liveness: Endpoint | None = None
+    api: NodeApi,
+    writer: NodeWriter,
+    node: str,
+    link: str,
+    liveness: Endpoint | None = None,
+    *,
+    on_labels: Callable[[Mapping[str, str]], None] | None = None,
 ) -> int:
     """Create or update this node's IpNode (spec.link, the liveness endpoint, the Node's
     labels); return its current heartbeat counter so the next write is a change.
 
     The IpNode's labels are exactly the Node's (the IpNode belongs to this controller);
-    without a Node they are left as they are.
+    without a Node they are left as they are. `on_labels` gets the IpNode's labels as they
+    now are (what pools' and BGPPeers' nodeSelectors match).
     """
     labels = await node_labels(api, node)
     try:
@@ -102,6 +109,8 @@ async def register(
         try:
             await writer.create(IPNODES, body)
             log.info("ipnode.created", node=node, link=link, labels=len(labels or {}))
+            if on_labels is not None:
+                on_labels(labels or {})
             return 0
         except AlreadyExists:
             current = await api.get(IPNODES, node)
@@ -114,6 +123,8 @@ async def register(
         current = await writer.update(IPNODES, node, _ipnode_mutation(link, liveness, labels))
         log.info("ipnode.updated", node=node, link=link, labels=len(labels or {}))
         have = IpNode.from_dict(current)
+    if on_labels is not None:
+        on_labels(have.labels)
     return have.status.heartbeat
 
 

@@ -62,10 +62,23 @@ from .metrics import (
 from .status import StatusReporter, placed_claims
 from .takeover import HolderNode, MacOwner, Takeover
 
+
+def _l2(_pool: str) -> str:
+    return "l2"
+
+
 log = structlog.get_logger(__name__)
 
 HANDOVER_RECHECK = 0.2
 """How soon to look again at an address held for a hand-over (seconds)."""
+
+
+class PoolModes(Protocol):
+    """The announce mode of each pool (``l2`` or ``bgp``), from a pool cache."""
+
+    @property
+    def has_synced(self) -> bool: ...
+    def announce_of(self, pool: str) -> str: ...
 
 
 class ClaimSource(Protocol):
@@ -89,6 +102,9 @@ class ReconcilerSettings:
     """Probe a conflicting claim again after this long."""
     error_retry: float = 1.0
     """Run another pass this soon after a failed link operation."""
+    bgp_link: str = ""
+    """The dummy link for the IPs of pools announced by BGP (created when first needed);
+    "" = no BGP: every claim is layer 2."""
 
     @property
     def valid_lft(self) -> int:
@@ -110,8 +126,10 @@ class LinkReconciler:
         holder_node: HolderNode | None = None,
         mac_owner: MacOwner | None = None,
         claim_lookup: ClaimLookup | None = None,
+        pools: PoolModes | None = None,
     ) -> None:
         self.settings = settings
+        self._pools = pools
         self._backend = backend
         self._claims = claims
         self._fence = fence
@@ -152,12 +170,20 @@ class LinkReconciler:
         fenced = release or self._fence.fenced
         if not fenced and not self._claims.has_synced:
             return None  # never purge from a cache that has not listed yet
+        if not fenced and self._pools is not None and not self._pools.has_synced:
+            return None  # nor move an address between announce modes on a guess
         desired: list[PlacedClaim] = []
         parsed: dict[str, IpClaim] = {}
         if not fenced:
             desired, parsed = placed_claims(
-                self._claims.objects(), self.node, self.settings.default_link
+                self._claims.objects(),
+                self.node,
+                self.settings.default_link,
+                announce_of=self._pools.announce_of if self._pools is not None else _l2,
+                bgp_link=self.settings.bgp_link if self._pools is not None else "",
             )
+            if any(c.routed for c in desired):
+                await self._ensure_bgp_link()
         self._takeover.keep_only(parsed)
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in parsed}
         for name in parsed:
@@ -239,6 +265,16 @@ class LinkReconciler:
             self._missing_links_reported.discard(link)
         return observed
 
+    async def _ensure_bgp_link(self) -> None:
+        """The BGP link exists and is up (a dummy link: no neighbours, no ARP), so its
+        addresses become connected routes the node's FRR redistributes."""
+        link = self.settings.bgp_link
+        try:
+            if await self._backend.ensure_dummy(link):
+                log.info("bgp.link_created", link=link, node=self.node)
+        except NetError as exc:
+            self._failed("create-link", exc, link=link)
+
     # -- actions -------------------------------------------------------------------------
     async def _remove(self, addr: Address, reason: str) -> None:
         self._announcements.stop(addr.link, addr.ip)
@@ -282,7 +318,7 @@ class LinkReconciler:
     async def _renew(self, placed: PlacedClaim, claim: IpClaim) -> None:
         if await self._put(placed.address, claim, "renew"):
             addr = placed.address
-            if self._first_seen.get(claim.name) is not None:
+            if self._first_seen.get(claim.name) is not None and not placed.routed:
                 # newly placed here, already on the link: whoever held it meanwhile may
                 # have announced it (see the module docstring, step 2)
                 log.info("address.reannounced", claim=claim.name, address=str(addr))
@@ -309,7 +345,8 @@ class LinkReconciler:
             return
         ADDRESS_CHANGES.labels("add").inc()
         log.info("address.added", claim=claim.name, address=str(addr), decision=decision.value)
-        self._announcements.start(addr.link, addr.ip, claim.name)
+        if not placed.routed:  # a routed address is announced by the node's BGP speaker
+            self._announcements.start(addr.link, addr.ip, claim.name)
         if addr in self._held:
             self._status.event(
                 claim,
@@ -358,7 +395,7 @@ class LinkReconciler:
         for link in links:
             try:
                 managed = await self._backend.list_managed(link)
-                if link not in self._macs:
+                if link not in self._macs and link != self.settings.bgp_link:
                     self._macs[link] = mac_to_str(await self._backend.link_mac(link))
             except NetError as exc:
                 self._failed("list", exc, link=link)

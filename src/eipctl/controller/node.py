@@ -22,23 +22,25 @@ from typing import Any
 
 import structlog
 
-from eipctl.core.eligibility import leaving_reason
 from eipctl.core.fence import Fence, FenceTransition
 from eipctl.core.fields import ResourceError
 from eipctl.core.ipnode import IpNode
 from eipctl.core.liveness_wire import Flag, Keyring
-from eipctl.core.naming import API_VERSION, LABEL_NODE, is_label_value
-from eipctl.kube.client import IPCLAIMS, IPNODES, NODES, KubeApi, Obj
+from eipctl.core.naming import API_VERSION
+from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import ApiError, NotFound
 from eipctl.kube.events import EventRecorder, reference
-from eipctl.kube.informer import Informer
 from eipctl.kube.writer import SerializedWriter
 from eipctl.net.link import Announcer, LinkBackend, Prober
 from eipctl.net.liveness import LivenessResponder
 
+from .bgp import FrrConfigWriter
+from .claim_cache import ClaimCache
+from .departure import Departure
 from .fencing import FenceWatch
 from .heartbeat import Endpoint, Heartbeat, register
 from .link_reconciler import LinkReconciler, ReconcilerSettings
+from .pools import PoolCache
 from .reachability import ApiReachability
 from .status import StatusReporter
 
@@ -61,6 +63,11 @@ class NodeSettings:
     """Empty: the first address on `link` that is not eipctl's (`liveness_endpoint`)."""
     liveness_port: int = 0
     """0: any free port (tests); the process passes --liveness-port."""
+    bgp_link: str = ""
+    """The dummy link for pools announced by BGP; "" = no BGP (and no pool watch)."""
+    frr_config: str = ""
+    """Where this node's FRR configuration is rendered to; "" = the operator's FRR config."""
+    bgp_secret_namespace: str = "eipctl-system"
 
     @property
     def renew_interval(self) -> float:
@@ -71,71 +78,6 @@ class NodeSettings:
 def _loop_time() -> float:
     """The clock of the responder's `last_probe_at`."""
     return asyncio.get_running_loop().time()
-
-
-class ClaimCache:
-    """The claims placed on this node, from an informer that can be replaced by a fresh one
-    (after fencing the old cache may be stale: a restore must act on a new list)."""
-
-    def __init__(self, api: KubeApi, node: str, on_change: Callable[[], None]) -> None:
-        self._api = api
-        self._node = node
-        self._on_change = on_change
-        self._informer = self._new()
-        self.generation = 0
-        """Bumped by every refresh (`LinkReconciler` voids decisions from the old cache)."""
-        self._settled = 0
-        """The last generation whose refresh ended; behind `generation` while one runs."""
-
-    def _new(self) -> Informer:
-        selector = f"{LABEL_NODE}={self._node}" if is_label_value(self._node) else None
-        informer = Informer(self._api, IPCLAIMS, label_selector=selector, backoff_max=1.0)
-        informer.add_key_handler(lambda _key: self._on_change())
-        return informer
-
-    @property
-    def has_synced(self) -> bool:
-        return self._informer.has_synced and self._settled == self.generation
-
-    def objects(self) -> list[Obj]:
-        return self._informer.objects()
-
-    def get(self, key: str) -> Obj | None:
-        return self._informer.get(key)
-
-    def start(self) -> None:
-        self._informer.start()
-
-    def start_refresh(self) -> asyncio.Task[None]:
-        """Swap in a freshly listed informer, in the background; passes wait (do nothing)
-        from this call on, not from when the task first runs: a pass the same wake-up
-        triggers must not act on the old cache (a thawed node re-adding and announcing
-        addresses that have moved away, soak seed 202)."""
-        self.generation += 1
-        return asyncio.create_task(self._refresh(self.generation), name="claims-refresh")
-
-    def _settle(self, generation: int) -> None:
-        """A refresh ended; only the newest one lets passes act again."""
-        if generation == self.generation:
-            self._settled = generation
-
-    async def _refresh(self, generation: int) -> None:
-        fresh = self._new()
-        fresh.start()
-        try:
-            await fresh.wait_synced()
-        except BaseException:
-            await fresh.stop()
-            self._settle(generation)
-            raise
-        old, self._informer = self._informer, fresh
-        self._settle(generation)
-        await old.stop()
-        log.info("claims.relisted", node=self._node, claims=len(fresh))
-        self._on_change()
-
-    async def stop(self) -> None:
-        await self._informer.stop()
 
 
 class NodeController:
@@ -163,12 +105,14 @@ class NodeController:
         self.claims = ClaimCache(api, settings.node, self._trigger.set)
         self.writer.use_cache(IPCLAIMS, self.claims)
         self.status = StatusReporter(self.writer, self.events, settings.node)
+        self.pools = PoolCache(api, self._trigger.set) if settings.bgp_link else None
         self.reconciler = LinkReconciler(
             ReconcilerSettings(
                 node=settings.node,
                 default_link=settings.link,
                 address_lifetime=settings.address_lifetime,
                 conflict_retry=max(0.2, settings.probe_silence),
+                bgp_link=settings.bgp_link,
             ),
             backend=backend,
             claims=self.claims,
@@ -179,6 +123,7 @@ class NodeController:
             holder_node=self._holder_node,
             mac_owner=self._mac_owner,
             claim_lookup=self._claim_fresh,
+            pools=self.pools,
         )
         self.fence_watch = FenceWatch(settings.node, fence=self.fence, on_transition=self._on_fence)
         self.heartbeat = Heartbeat(
@@ -205,6 +150,23 @@ class NodeController:
             last_probe=self._last_probe,
             clock=_loop_time,
         )
+        self.frr = (
+            FrrConfigWriter(
+                api=api,
+                writer=self.writer,
+                events=self.events,
+                node=settings.node,
+                path=settings.frr_config,
+                pools=self.pools,
+                bgp_link=settings.bgp_link,
+                secret_namespace=settings.bgp_secret_namespace,
+                router_id=self._router_id,
+            )
+            if settings.frr_config and self.pools is not None
+            else None
+        )
+        if self.frr is not None and self.pools is not None:
+            self.pools.add_listener(self.frr.changed)
         self.registered = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._refresh: asyncio.Task[None] | None = None
@@ -214,16 +176,22 @@ class NodeController:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, then shut down (addresses stay unless cleanup_on_exit)."""
         self.claims.start()
+        if self.pools is not None:
+            self.pools.start()
         try:
             await self._start_responder()
         except BaseException:
             await self.claims.stop()
+            if self.pools is not None:
+                await self.pools.stop()
             raise
         self._spawn(self.fence_watch.watchdog(), "fence-watchdog")
         self._spawn(self.reachability.run(), "api-checks")
         self._spawn(self._reconcile_loop(), "reconcile")
         self._spawn(self._register_then_beat(), "heartbeat")
         self._spawn(self._resync_loop(), "resync")
+        if self.frr is not None:
+            self._spawn(self.frr.run(), "frr-config")
         try:
             await stop.wait()
         finally:
@@ -234,7 +202,8 @@ class NodeController:
         return all(not t.done() for t in self._tasks)
 
     def ready(self) -> bool:
-        return self.registered.is_set() and self.claims.has_synced
+        pools = self.pools is None or self.pools.has_synced
+        return self.registered.is_set() and self.claims.has_synced and pools
 
     async def shutdown(self) -> None:
         tasks = [*self._tasks, *([self._refresh] if self._refresh else [])]
@@ -246,68 +215,20 @@ class NodeController:
             await self.reconciler.release_all()
             log.info("shutdown.addresses.removed", node=self.settings.node)
         elif self.settings.restart_grace > 0 and not self.fence.fenced:
-            leaving = await self._leaving()
-            if leaving is None:
-                await self._announce_restart()
-            else:
-                await self._hand_over(leaving)
+            await Departure(self.settings, self._api, self.reconciler, self.heartbeat).run()
         else:
             log.info("shutdown.addresses.kept", node=self.settings.node)
         if self.responder is not None:
             self.responder.close()  # after the restart grace is announced: see docs/liveness.md
         await self.reconciler.close()
         await self.claims.stop()
+        if self.pools is not None:
+            await self.pools.stop()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
                 await self.status.drain()
                 await self.events.flush()
         self.status.cancel()
-
-    async def _leaving(self) -> str | None:
-        """Why our node is leaving (`core.eligibility.leaving_reason`), or None for a restart.
-        A Node we cannot read (gone, forbidden, API down) counts as a restart: the old rule."""
-        try:
-            async with asyncio.timeout(self.settings.node_timeout):
-                node = await self._api.get(NODES, self.settings.node)
-        except Exception as exc:  # NotFound, Forbidden, timeout: no evidence of a drain
-            log.info("shutdown.node_unreadable", node=self.settings.node, error=repr(exc))
-            return None
-        return leaving_reason(node)
-
-    async def _hand_over(self, reason: str) -> None:
-        """The node is being drained, deleted or excluded: no restart grace. The addresses
-        get one fresh lifetime, so they keep answering while the scheduler (which stops
-        hearing us now) moves the claims and the new holders take over from our MAC."""
-        kept = await self.reconciler.extend_lifetimes(self.settings.address_lifetime)
-        log.info(
-            "shutdown.handing_over",
-            node=self.settings.node,
-            reason=reason,
-            addresses=kept,
-            lifetime=self.settings.address_lifetime,
-        )
-
-    async def _announce_restart(self) -> None:
-        """Bridge a restart: the addresses outlive this process by `restart_grace`, and the
-        scheduler is told to wait that long before judging this node dead.
-
-        Lifetimes first, so the kernel never drops an address the scheduler still leaves
-        here; if the new process never comes, both run out together and the IPs move.
-        """
-        grace = self.settings.restart_grace
-        extended = await self.reconciler.extend_lifetimes(grace)
-        announced = False
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(self.settings.node_timeout):
-                await self.heartbeat.announce_grace(grace)
-                announced = True
-        log.info(
-            "shutdown.restart_grace",
-            node=self.settings.node,
-            grace=grace,
-            addresses=extended,
-            announced=announced,
-        )
 
     async def _start_responder(self) -> None:
         """Bind the liveness responder; its endpoint goes into the IpNode at registration."""
@@ -332,6 +253,13 @@ class NodeController:
             )
         own.sort(key=lambda a: a.ip.version)  # IPv4 first
         return str(own[0].ip)
+
+    def _router_id(self) -> str:
+        """FRR's router-id: the node's IPv4 liveness address; "" lets FRR choose."""
+        endpoint = self.liveness_endpoint
+        if endpoint is None or ":" in endpoint[0]:
+            return ""
+        return endpoint[0]
 
     def _liveness_flags(self) -> Flag:
         return Flag.FENCED if self.fence.fenced else Flag.NONE
@@ -361,7 +289,10 @@ class NodeController:
 
     async def _register(self) -> int:
         s = self.settings
-        counter = await register(self._api, self.writer, s.node, s.link, self.liveness_endpoint)
+        on_labels = None if self.frr is None else self.frr.set_labels
+        counter = await register(
+            self._api, self.writer, s.node, s.link, self.liveness_endpoint, on_labels=on_labels
+        )
         self.status.forget_addresses()
         return counter
 

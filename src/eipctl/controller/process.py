@@ -200,6 +200,9 @@ def node_settings(settings: ControllerSettings, link: str | None = None) -> Node
         probe_silence=settings.probe_silence,
         liveness_address=settings.liveness_address,
         liveness_port=settings.liveness_port,
+        bgp_link=settings.bgp_link,
+        frr_config=settings.frr_config,
+        bgp_secret_namespace=settings.bgp_secret_namespace,
     )
 
 

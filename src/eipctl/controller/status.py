@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Protocol
 
 import structlog
@@ -27,6 +27,7 @@ from eipctl.core.claims import reference, skips_probe
 from eipctl.core.fields import Mutation, name_of
 from eipctl.core.ipnode import ADDRESSES, MACS
 from eipctl.core.link_plan import Address, PlacedClaim
+from eipctl.core.naming import LABEL_POOL
 from eipctl.core.resources import IpClaim, ResourceError
 from eipctl.kube.client import IPCLAIMS, IPNODES, Obj
 from eipctl.kube.errors import NotFound
@@ -47,11 +48,24 @@ class EventSink(Protocol):
     def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
 
 
+def _l2(_pool: str) -> str:
+    return "l2"
+
+
 def placed_claims(
-    objects: Iterable[Obj], node: str, default_link: str
+    objects: Iterable[Obj],
+    node: str,
+    default_link: str,
+    *,
+    announce_of: Callable[[str], str] = _l2,
+    bgp_link: str = "",
 ) -> tuple[list[PlacedClaim], dict[str, IpClaim]]:
     """The claims whose spec.nodeName is `node`, as addresses; and the parsed claims by name.
 
+    `announce_of(pool)` is the announce mode of the claim's pool (label ``eipctl.io/pool``;
+    "" for a claim without one): ``bgp`` puts the IP on `bgp_link` as a host route (/32,
+    /128; the pool's prefixLength and the claim's link do not apply), anything else on
+    its link. Without a `bgp_link` every claim is layer 2.
     A claim that does not parse is logged and skipped (it holds nothing here).
     """
     placed: list[PlacedClaim] = []
@@ -65,10 +79,15 @@ def placed_claims(
         if claim.spec.node_name != node:
             continue
         ip = ipaddress.ip_address(claim.spec.ip)
-        prefixlen = claim.spec.prefix_length or ip.max_prefixlen
-        link = claim.spec.link or default_link
         shared = skips_probe(claim.name, claim.spec.node_bound)
-        placed.append(PlacedClaim(claim.name, Address(link, ip, prefixlen), shared))
+        pool = (claim.metadata.get("labels") or {}).get(LABEL_POOL, "")
+        if bgp_link and announce_of(pool) == "bgp":
+            address = Address(bgp_link, ip, ip.max_prefixlen)
+            placed.append(PlacedClaim(claim.name, address, shared, routed=True))
+        else:
+            prefixlen = claim.spec.prefix_length or ip.max_prefixlen
+            link = claim.spec.link or default_link
+            placed.append(PlacedClaim(claim.name, Address(link, ip, prefixlen), shared))
         parsed[claim.name] = claim
     return placed, parsed
 

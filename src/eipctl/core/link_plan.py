@@ -47,11 +47,14 @@ class PlacedClaim:
     """A claim whose spec.nodeName is this node, resolved to the address it wants.
 
     `shared`: added without a probe (`core.claims.skips_probe`): other holders are expected.
+    `routed`: a pool announced by BGP: the address goes on the node's BGP link as a host
+    route, which the node's routing daemon redistributes; no probe, no ARP / NA.
     """
 
     name: str
     address: Address
     shared: bool = False
+    routed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,10 +61,12 @@ SERVICES = ResourceRef("", "v1", "services", "Service", namespaced=True)
 NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
 NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
+SECRETS = ResourceRef("", "v1", "secrets", "Secret", namespaced=True)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 IPCLAIMS = ResourceRef("eipctl.io", "v1alpha1", "ipclaims", "IpClaim", namespaced=False)
 IPNODES = ResourceRef("eipctl.io", "v1alpha1", "ipnodes", "IpNode", namespaced=False)
 IPCLAIMPOOLS = ResourceRef("eipctl.io", "v1alpha1", "ipclaimpools", "IpClaimPool", namespaced=False)
+BGPPEERS = ResourceRef("eipctl.io", "v1alpha1", "bgppeers", "BGPPeer", namespaced=False)
 
 
 def object_key(obj: Mapping[str, Any]) -> str:

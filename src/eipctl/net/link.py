@@ -124,6 +124,11 @@ class LinkBackend(Protocol):
         """Whether a link of that name exists."""
         ...
 
+    async def ensure_dummy(self, ifname: str) -> bool:
+        """A dummy link `ifname` exists and is up; True if this call created it. An existing
+        link of another kind is left as it is (an administrator may have made it)."""
+        ...
+
     async def close(self) -> None:
         """Release the backend's resources; idempotent."""
         ...

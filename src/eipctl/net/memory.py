@@ -169,6 +169,13 @@ class MemoryLinkBackend:
         self._entries(ifname)
         return self._links[ifname][0]
 
+    async def ensure_dummy(self, ifname: str) -> bool:
+        created = ifname not in self._links
+        if created:
+            self.create_link(ifname)
+        self.set_link_up(ifname, True)
+        return created
+
     async def link_exists(self, ifname: str) -> bool:
         return ifname in self._links
 

@@ -263,6 +263,34 @@ class NetlinkLinkBackend:
             return False
         return True
 
+    async def ensure_dummy(self, ifname: str) -> bool:
+        """Kind ``dummy``; a kernel built without it (no module) gets ``ifb``, which is as
+        inert for this: NOARP, no carrier of its own to lose, no traffic through it."""
+        created = False
+        if not await self.link_exists(ifname):
+            for kind in ("dummy", "ifb"):
+
+                async def create(ipr: Any, kind: str = kind) -> None:
+                    await ipr.link("add", ifname=ifname, kind=kind)
+
+                try:
+                    await self._call(f"create {ifname} ({kind})", create)
+                    created = True
+                    log.info("netlink.link_created", link=ifname, kind=kind)
+                    break
+                except NetlinkError as exc:
+                    if exc.errno == errno.EEXIST:  # made meanwhile by another pass or process
+                        break
+                    if exc.errno != errno.EOPNOTSUPP or kind == "ifb":
+                        raise
+        index = await self._index(ifname)
+
+        async def up(ipr: Any) -> None:
+            await ipr.link("set", index=index, state="up")
+
+        await self._call(f"up {ifname}", up)
+        return created
+
     async def host_links(self) -> HostLinks:
         """`inventory.LinkInventory`: every link, its addresses, the default routes' links."""
 

@@ -244,6 +244,24 @@ class ControllerSettings(CommonSettings):
         "on SIGTERM, keep addresses and ask the scheduler to wait this long before moving "
         "this node's IPs (a restart moves nothing); 0 disables",
     )
+    bgp_link: str = setting(
+        "eipctl-bgp",
+        parse_text,
+        "dummy link that holds the IPs of pools announced by BGP as host routes, for the "
+        "node's FRR to redistribute (created when first needed); empty: every pool is l2",
+    )
+    frr_config: str = setting(
+        "",
+        parse_text,
+        "file to render this node's FRR configuration into from the BGPPeers (the FRR "
+        "container's reloader applies it); empty: the operator configures FRR and eipctl "
+        "only manages the routes",
+    )
+    bgp_secret_namespace: str = setting(
+        os.environ.get("POD_NAMESPACE", "eipctl-system"),
+        parse_text,
+        "namespace of the Secrets a BGPPeer's passwordSecret names",
+    )
 
     def check(self) -> None:
         """An API check slower than the timeout would fence a healthy node; a --host-ip

@@ -18,7 +18,8 @@ import pytest
 import pytest_asyncio
 import structlog
 
-from eipctl.controller.node import ClaimCache, NodeController, NodeSettings
+from eipctl.controller.claim_cache import ClaimCache
+from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import EVENTS, IPCLAIMS, IPNODES, NODES, KubeApi, Obj
@@ -122,6 +123,14 @@ def bound_count() -> float:
 
 @pytest_asyncio.fixture
 async def bed(apiserver: ApiServer, api_client: Any) -> AsyncIterator[Bed]:
+    async with node_bed(apiserver, api_client) as b:
+        yield b
+
+
+@contextlib.asynccontextmanager
+async def node_bed(apiserver: ApiServer, api_client: Any) -> AsyncIterator[Bed]:
+    """The bed of these tests (test_node_bgp's too): CRDs loaded, faults and controllers
+    cleared at the end."""
     await apiserver.load_crds_from_dir(CRDS)
     b = Bed(apiserver, KubeApi(api_client))
     try:
