@@ -33,6 +33,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 NODEIPS = "workloads/nodeips"
 PROMETHEUS = "components/prometheus"
 PROXY_IMAGE = "quay.io/brancz/kube-rbac-proxy"
+FRR_IMAGE = "quay.io/frrouting/frr"
+FRR = "workloads/frr"
 LEADER_ELECTED = {"eipctl-allocator", "eipctl-scheduler", "eipctl-nodeips"}
 Doc = dict[str, Any]
 
@@ -185,13 +187,14 @@ def test_each_workload_has_one_metrics_service_and_it_one_servicemonitor(
 def test_every_image_is_set_by_the_images_entries(deploy: Path, tmp_path: Path) -> None:
     images = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
     named = {i["name"] for i in images}
-    assert named == {"eipctl", PROXY_IMAGE}
+    assert named == {"eipctl", PROXY_IMAGE, FRR_IMAGE}
     # the workload files name the images, untagged: the tag is only in `images:`
     for path in DEPLOY.rglob("*.yaml"):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") in ("Deployment", "DaemonSet"):
                 for c in doc["spec"]["template"]["spec"]["containers"]:
-                    assert c["image"] in named, f"{path}: {c['image']}"
+                    if "image" in c or "patch" not in path.name:  # a patch may add only env
+                        assert c["image"] in named, f"{path}: {c['image']}"
 
     def rendered_images(directory: Path) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
@@ -201,11 +204,12 @@ def test_every_image_is_set_by_the_images_entries(deploy: Path, tmp_path: Path) 
         return out
 
     # one place: a new tag and registry in deploy/kustomization.yaml reach every container,
-    # the nodeips add-on's too
+    # the nodeips add-on's and FRR's too
     edit_kustomization(
         deploy,
-        components=[NODEIPS],
+        components=[NODEIPS, FRR],
         images=[
+            {"name": FRR_IMAGE, "newName": "registry.example/frr", "newTag": "9.1.0"},
             {"name": "eipctl", "newName": "registry.example/eipctl", "newTag": "9.9.9"},
             {
                 "name": PROXY_IMAGE,
@@ -219,6 +223,8 @@ def test_every_image_is_set_by_the_images_entries(deploy: Path, tmp_path: Path) 
         **{c: {"registry.example/eipctl:9.9.9"} for c in ("allocator", "scheduler", "nodeips")},
         "controller": {"registry.example/eipctl:9.9.9"},
         "kube-rbac-proxy": {f"registry.example/kube-rbac-proxy:{_proxy_tag(images)}"},
+        "frr": {"registry.example/frr:9.1.0"},
+        "frr-reloader": {"registry.example/frr:9.1.0"},
     }
     # or an overlay of the repository's deploy/ (its images left as they are) sets them: its
     # `images:` entry named `eipctl` reaches the base's containers and the Components' alike

@@ -18,6 +18,7 @@ from eipctl.sandbox.testbed.pools import (
 )
 from eipctl.sandbox.testbed.processes import Process, install_signal_handlers, wait_for
 from eipctl.sandbox.testbed.remote import RemoteCluster
+from eipctl.sandbox.testbed.routing import FarClient, FrrNode, Router, routing_unavailable
 
 __all__ = [
     "LEASE_NAMESPACE",
@@ -31,10 +32,14 @@ __all__ = [
     "BedOptions",
     "Client",
     "Emulator",
+    "FarClient",
+    "FrrNode",
     "LocalBed",
     "ProbeSeries",
     "Process",
     "RemoteCluster",
+    "Router",
     "install_signal_handlers",
+    "routing_unavailable",
     "wait_for",
 ]

@@ -48,6 +48,7 @@ from eipctl.sandbox.testbed.processes import (
     wait_for,
 )
 from eipctl.sandbox.testbed.responder import Responder
+from eipctl.sandbox.testbed.routing import FrrNode, Router
 
 CRDS = Path(str(resources.files("eipctl") / "crds"))  # the package's CRDs (deploy/crds)
 RUN_PREFIX = "eipctl-e2e-"
@@ -69,6 +70,7 @@ class BedOptions:
     allocator_flags: list[str] = field(default_factory=list)
     controller_flags: list[str] = field(default_factory=list)
     keep_logs: bool = True  # False: the run directory (logs, kubeconfigs) goes at close()
+    bgp: bool = False  # a BGP router (bird), a far client and FRR in every node (routing.py)
 
 
 class LocalBed:
@@ -92,6 +94,8 @@ class LocalBed:
         self.controllers: dict[str, Process] = {}
         self.relays: dict[str, ApiRelay] = {}  # per node, and "control" for the schedulers
         self.responders: dict[str, Responder] = {}
+        self.router: Router | None = None  # with `options.bgp`
+        self.frr: dict[str, FrrNode] = {}  # with `options.bgp`: per node
         self.key_file = self.run_dir / LIVENESS_KEY
         self.dead: set[str] = set()
         self.cut: set[str] = set()
@@ -128,6 +132,8 @@ class LocalBed:
         self._start_relay("control", self.network.control)
         for node in self.network.nodes:
             self._start_node_plumbing(node)
+        if self.options.bgp:
+            self._start_routing()
         for name, spec in POOLS.items():
             self.kube.apply_pool(name, spec)
         if self.options.eipctl:
@@ -165,6 +171,17 @@ class LocalBed:
         self.loop.run(responder.start())
         self.kube.create_node(node.name, {"kubernetes.io/hostname": node.name})
 
+    def _start_routing(self) -> None:
+        """The router with the far client, and FRR in every node (docs/testbed.md)."""
+        self.router = Router(self.network, self.run_dir)  # registered first: close() stops it
+        self.router.build()
+        for node in self.network.nodes:
+            self.frr[node.name] = FrrNode(node, self.run_dir)
+        for frr in self.frr.values():
+            frr.launch()
+        for frr in self.frr.values():
+            frr.wait_ready()
+
     def start_processes(self) -> None:
         assert self.network.control is not None
         common = ["--log-level", self.options.log_level, *QUIET]
@@ -184,6 +201,8 @@ class LocalBed:
             flags += (FAST_CONTROLLER_FLAGS if self.options.fast else []) + list(
                 self.options.controller_flags
             )
+            if node.name in self.frr:  # the controller renders what the node's FRR runs
+                flags += ["--frr-config", str(self.frr[node.name].config_file)]
             self.controllers[node.name] = self._eipctl(
                 f"controller-{node.name}", flags, netns=node.ns.name
             )
@@ -226,6 +245,10 @@ class LocalBed:
                 attempt("kube client", self.kube.close)
         if self.client is not None:
             attempt("client loop", self.client.close)
+        for frr in self.frr.values():
+            attempt(f"FRR of {frr.name}", frr.stop)
+        if self.router is not None:
+            attempt("router", self.router.close)
         if self.loop is not None:
             attempt("bed loop", self.loop.stop)
         attempt("network", self.network.close)
@@ -345,14 +368,24 @@ class LocalBed:
     # ---- faults ----
 
     def kill_node(self, name: str) -> None:
-        """The node dies: its controller is SIGKILLed and its link goes down at once."""
-        self.controllers[name].kill()
+        """The node dies: its controller is SIGKILLed and its link goes down at once (then its
+        FRR is killed: with the link down no TCP reset leaves, the router sees BFD's silence)."""
+        if name in self.controllers:
+            self.controllers[name].kill()
         self.network.node(name).link_down()
+        if name in self.frr:
+            self.frr[name].kill()
         self.dead.add(name)
 
     def revive_node(self, name: str) -> None:
-        self.network.node(name).link_up()
-        if not self.controllers[name].alive:
+        node = self.network.node(name)
+        node.link_up()
+        if self.router is not None:
+            self.router.route_back(node)  # the link going down took it
+        if name in self.frr and not self.frr[name].alive:
+            self.frr[name].kill()  # what is left of it
+            self.frr[name].start()
+        if name in self.controllers and not self.controllers[name].alive:
             self.start_controller(name)
         self.dead.discard(name)
 
@@ -420,6 +453,10 @@ class LocalBed:
             self.heal_liveness(name)
         for name in list(self.dead):
             self.revive_node(name)
+        for frr in self.frr.values():
+            if not frr.alive:
+                frr.kill()
+                frr.start()
         for name, proc in self.controllers.items():
             if not proc.alive:
                 self.start_controller(name)
@@ -522,7 +559,9 @@ class LocalBed:
     def diagnostics(self, lines: int = 40) -> str:
         """The last lines of every process log, for a failure report."""
         parts = [f"bed run dir: {self.run_dir}"]
-        for proc in [self.api, *self.processes()]:
+        routing = [p for f in self.frr.values() for p in f.processes]
+        routing += [self.router.bird] if self.router is not None else []
+        for proc in [self.api, *self.processes(), *routing]:
             if proc is not None:
                 state = (
                     "running" if proc.alive else f"exited {proc.popen and proc.popen.returncode}"

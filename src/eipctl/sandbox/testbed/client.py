@@ -182,10 +182,10 @@ class Client:
     # ---- TCP ----
 
     @staticmethod
-    async def _ask(ip: str, seconds: float) -> str | None:
+    async def _ask(ip: str, seconds: float, port: int = SERVICE_PORT) -> str | None:
         try:
             async with asyncio.timeout(seconds):
-                reader, writer = await asyncio.open_connection(ip, SERVICE_PORT)
+                reader, writer = await asyncio.open_connection(ip, port)
                 try:
                     line = await reader.readline()
                 finally:

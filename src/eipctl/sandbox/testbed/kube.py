@@ -222,10 +222,11 @@ class Kube:
 
     # ---- kubectl, as a user would run it ----
 
-    def kubectl(self, *args: str) -> str:
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
         proc = subprocess.run(
             [kubectl_binary(), f"--kubeconfig={self.kubeconfig}", *args],
             capture_output=True,
+            input=stdin,
             text=True,
             timeout=60,
             check=False,
