@@ -84,6 +84,24 @@ def test_duplicate_ip_smallest_name_wins() -> None:
     assert [(b.claim.name, b.reason) for b in result.blocked] == [("b", BlockReason.DUPLICATE_IP)]
 
 
+def test_a_claim_and_its_own_per_node_copy_are_one_ip_not_a_conflict() -> None:
+    """While a pool's placement switches to or from all, the IP's claim and its copy for
+    this node both name it: held once, no DuplicateIP; another claim still conflicts."""
+    result = plan(
+        [
+            claim("203-0-113-7.node-a", "203.0.113.7"),
+            claim("203-0-113-7", "203.0.113.7"),
+            claim("zz-other", "203.0.113.7"),
+        ],
+        {"eth0": LinkView()},
+    )
+    assert [c.name for c in result.add] == ["203-0-113-7"]
+    assert [c.name for c in result.merged] == ["203-0-113-7.node-a"]
+    assert [(b.claim.name, b.reason) for b in result.blocked] == [
+        ("zz-other", BlockReason.DUPLICATE_IP)
+    ]
+
+
 def test_prefix_change_is_a_replace_not_a_remove() -> None:
     observed = {"eth0": LinkView(managed=frozenset({(v4("203.0.113.7"), 32)}))}
     result = plan([claim("a", "203.0.113.7", prefixlen=24)], observed)
@@ -184,7 +202,9 @@ def test_after_applying_the_plan_the_links_hold_exactly_the_desired_set(
     assert all(after[link].foreign == observed[link].foreign for link in LINKS)
     # every claim is accounted for exactly once
     if not fenced:
-        accounted = len(actions.add) + len(actions.keep) + len(actions.blocked)
+        accounted = (
+            len(actions.add) + len(actions.keep) + len(actions.blocked) + len(actions.merged)
+        )
         assert accounted == len(desired)
         # one claim per IP on the node
         ips_held = [c.address.ip for c in (*actions.add, *actions.keep)]

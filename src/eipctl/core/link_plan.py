@@ -90,24 +90,42 @@ class LinkPlan:
     keep: tuple[PlacedClaim, ...] = ()
     remove: tuple[Address, ...] = ()
     blocked: tuple[Blocked, ...] = ()
+    merged: tuple[PlacedClaim, ...] = ()
+    """Claims whose IP another claim of the same IP (the claim or its per-node copy) holds
+    here: nothing to do, nothing to report."""
 
     @property
     def empty(self) -> bool:
         return not (self.add or self.remove or self.blocked)
 
 
-def _winners(desired: Iterable[PlacedClaim]) -> tuple[list[PlacedClaim], list[Blocked]]:
-    """One claim per IP: the smallest name wins, deterministically; the rest are blocked."""
+def _base_name(claim: PlacedClaim) -> str:
+    """The IP's own claim name: a per-node copy is ``<claim>.<node>`` (`core.naming`)."""
+    return claim.name.split(".", 1)[0]
+
+
+def _winners(
+    desired: Iterable[PlacedClaim],
+) -> tuple[list[PlacedClaim], list[Blocked], list[PlacedClaim]]:
+    """One claim per IP: the smallest name wins, deterministically; the rest are blocked,
+    except a claim and its own per-node copy: while a pool's placement switches to or from
+    ``all`` both name this node for a moment, and that is one IP held once, no conflict."""
     by_ip: dict[IPAddress, list[PlacedClaim]] = {}
     for claim in desired:
         by_ip.setdefault(claim.address.ip, []).append(claim)
     winners: list[PlacedClaim] = []
     blocked: list[Blocked] = []
+    merged: list[PlacedClaim] = []
     for claims in by_ip.values():
         ordered = sorted(claims, key=lambda c: c.name)
-        winners.append(ordered[0])
-        blocked.extend(Blocked(c, BlockReason.DUPLICATE_IP) for c in ordered[1:])
-    return winners, blocked
+        winner = ordered[0]
+        winners.append(winner)
+        for other in ordered[1:]:
+            if _base_name(other) == _base_name(winner):
+                merged.append(other)
+            else:
+                blocked.append(Blocked(other, BlockReason.DUPLICATE_IP))
+    return winners, blocked, merged
 
 
 def plan(
@@ -124,9 +142,10 @@ def plan(
     add: list[PlacedClaim] = []
     keep: list[PlacedClaim] = []
     blocked: list[Blocked] = []
+    merged: list[PlacedClaim] = []
     wanted: set[tuple[str, IPAddress]] = set()
     if not fenced:
-        winners, blocked = _winners(desired)
+        winners, blocked, merged = _winners(desired)
         for claim in winners:
             addr = claim.address
             view = observed.get(addr.link)
@@ -152,6 +171,7 @@ def plan(
         keep=tuple(sorted(keep, key=_by_claim)),
         remove=tuple(sorted(remove, key=Address.sort_key)),
         blocked=tuple(sorted(blocked, key=lambda b: _by_claim(b.claim))),
+        merged=tuple(sorted(merged, key=_by_claim)),
     )
 
 
