@@ -104,14 +104,21 @@ def test_condition_keeps_transition_time_when_status_holds() -> None:
     assert third == second  # nothing to write
 
 
-def test_a_claim_marked_for_all_nodes_is_only_turned_from_pending_to_scheduled() -> None:
+def test_a_claim_marked_for_all_nodes_is_scheduled_and_bound_nowhere() -> None:
     marked = scheduler_claim(phase="Pending")
     marked["metadata"]["labels"]["eipctl.io/placement"] = "all"
     out = applied(marked, scheduled_status("all", now=NOW))
     assert out["status"]["phase"] == "Scheduled"
     assert out["status"]["conditions"][0]["reason"] == "AllNodes"
-    out["status"]["phase"] = "Bound"  # what controllers report on it is theirs to say
-    assert applied(out, scheduled_status("all", now=NOW))["status"]["phase"] == "Bound"
+    # Bound on n1 before its pool switched to all: no node holds the claim itself now (its
+    # per-node copies do); n1 is kept as the previous holder
+    out["status"].update(phase="Bound", boundNode="n1")
+    again = applied(out, scheduled_status("all", now=NOW))["status"]
+    assert (again["phase"], again.get("boundNode"), again["previousNode"]) == (
+        "Scheduled",
+        None,
+        "n1",
+    )
 
 
 def test_no_live_node_leaves_phase_and_node_alone() -> None:

@@ -88,8 +88,9 @@ def scheduled_status(message: str, *, now: datetime | None = None) -> Mutation:
         status = _status(obj)
         phase = status.get(PHASE) or "Pending"
         if is_all_nodes(obj) and not node:
-            if phase == "Pending":  # what controllers report on it is theirs to say
-                status[PHASE] = "Scheduled"
+            # held through its per-node copies, never itself: a Bound left from the node it
+            # was on before the pool switched to all would name a node for good
+            _unbound(status, "Scheduled")
             scheduled = _condition(CONDITION_SCHEDULED, True, REASON_ALL_NODES, message, now)
         elif node:
             if not (phase in ("Bound", "Failed") and status.get(BOUND_NODE) == node):
