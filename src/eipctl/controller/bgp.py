@@ -43,6 +43,8 @@ from eipctl.kube.events import EventType, reference
 from eipctl.kube.informer import Informer
 from eipctl.kube.verbs import WritesStatus
 
+from .metrics import FRR_CONFIG_APPLIED, FRR_CONFIG_WRITES
+
 log = structlog.get_logger(__name__)
 
 CONDITION = "BGPConfigured"
@@ -208,6 +210,7 @@ class FrrConfigWriter:
         if digest != self._written or not self._on_disk(digest):
             await asyncio.to_thread(write_atomically, self.path, config.text)
             self._written = digest
+            FRR_CONFIG_WRITES.inc()
             log.info(
                 "bgp.config_written",
                 node=self._node,
@@ -263,6 +266,7 @@ class FrrConfigWriter:
         if self._reported == (status.ok, reason):
             return
         self._reported = (status.ok, reason)
+        FRR_CONFIG_APPLIED.labels(str(self.path)).set(1 if status.ok else 0)
         message = (
             f"FRR runs the configuration eipctl rendered ({status.sha256[:12]})"
             if status.ok

@@ -79,3 +79,15 @@ PASS_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
     registry=REGISTRY,
 )
+FRR_CONFIG_APPLIED = Gauge(
+    "eipctl_controller_frr_config_applied",
+    "With --frr-config: 1 once FRR runs the configuration last rendered, 0 while the "
+    "reloader refused it (BGPConfigured=False); by file (no series without --frr-config).",
+    ["file"],
+    registry=REGISTRY,
+)
+FRR_CONFIG_WRITES = Counter(
+    "eipctl_controller_frr_config_writes",
+    "With --frr-config: new versions of the node's FRR configuration written.",
+    registry=REGISTRY,
+)
