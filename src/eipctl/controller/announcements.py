@@ -27,10 +27,24 @@ class Announcements:
         self._still_ours = still_ours
         self._tasks: dict[tuple[str, IPAddress], asyncio.Task[None]] = {}
 
-    def start(self, link: str, ip: IPAddress, claim: str) -> None:
-        """Announce `ip` on `link` (for `claim`), replacing an announcement still running."""
+    def start(
+        self,
+        link: str,
+        ip: IPAddress,
+        claim: str,
+        on_first: Callable[[], None] | None = None,
+    ) -> None:
+        """Announce `ip` on `link` (for `claim`), replacing an announcement still running.
+
+        `on_first` runs once the first round is out (or the announcer gave up): the caller
+        reports Bound only then, because the old holder lets go on that Bound, and clients
+        still pointing at it must already have been told where the IP went. Not run if the
+        announcement is cancelled first (the address went) or stopped by `still_ours`.
+        """
         self.stop(link, ip)
-        task = asyncio.create_task(self._announce(link, ip, claim), name=f"announce-{ip}")
+        task = asyncio.create_task(
+            self._announce(link, ip, claim, on_first), name=f"announce-{ip}"
+        )
         self._tasks[(link, ip)] = task
         task.add_done_callback(lambda t: self._forget((link, ip), t))
 
@@ -49,9 +63,32 @@ class Announcements:
         if self._tasks.get(key) is task:
             del self._tasks[key]
 
-    async def _announce(self, link: str, ip: IPAddress, claim: str) -> None:
+    async def _announce(
+        self, link: str, ip: IPAddress, claim: str, on_first: Callable[[], None] | None
+    ) -> None:
+        rounds = 0
+        stopped = False
+
+        def still_ours() -> bool:
+            # asked before every round: the second question means the first round is out
+            nonlocal rounds, stopped
+            rounds += 1
+            if rounds == 2:
+                _first()
+            ours = self._still_ours()
+            stopped = stopped or not ours
+            return ours
+
+        def _first() -> None:
+            nonlocal on_first
+            if on_first is not None:
+                callback, on_first = on_first, None
+                callback()
+
         try:
-            await self._announcer(link, ip, still_ours=self._still_ours)
+            await self._announcer(link, ip, still_ours=still_ours)
         except NetError as exc:
             NET_ERRORS.labels("announce").inc()
             log.warning("address.announce.failed", claim=claim, ip=str(ip), error=str(exc))
+        if not stopped:
+            _first()  # a single round, an announcer that asks nothing, or one that failed

@@ -345,8 +345,12 @@ class LinkReconciler:
             return
         ADDRESS_CHANGES.labels("add").inc()
         log.info("address.added", claim=claim.name, address=str(addr), decision=decision.value)
-        if not placed.routed:  # a routed address is announced by the node's BGP speaker
-            self._announcements.start(addr.link, addr.ip, claim.name)
+        if placed.routed:  # announced by the node's BGP speaker, from the kernel's route
+            self._status.bound(claim)
+        else:  # Bound once the first announcement is out (`Announcements.start`)
+            self._announcements.start(
+                addr.link, addr.ip, claim.name, on_first=lambda: self._status.bound(claim)
+            )
         if addr in self._held:
             self._status.event(
                 claim,
@@ -363,7 +367,6 @@ class LinkReconciler:
                 "TakenOver",
                 f"{addr.ip} taken over on {self.node} from {holder}, which still answered for it",
             )
-        self._status.bound(claim)
         seen = self._first_seen.get(claim.name)
         if seen is not None:
             TIME_TO_BOUND_SECONDS.observe(max(0.0, time.monotonic() - seen))

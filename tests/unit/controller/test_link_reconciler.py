@@ -354,3 +354,47 @@ async def test_a_moved_address_is_kept_alive_for_its_handover_and_no_longer(h: H
     lifetime = (await h.managed())["203.0.113.7/32"]
     assert lifetime is not None and 1 < lifetime <= 2.5  # the hold is one lifetime (2.5 s)
     await h.reconciler.close()
+
+
+async def test_bound_is_reported_only_once_the_first_announcement_is_out(h: Harness) -> None:
+    """The old holder lets go when the claim is Bound here: the clients that still point at
+    it must have had this node's first gratuitous ARP by then (the 50-IP maintenance gaps)."""
+    first_round = asyncio.Event()
+
+    async def slow(link: str, ip: Any, /, *, still_ours: Any = None) -> int:
+        still_ours()  # before round 1
+        await first_round.wait()  # the packet socket is slow to open under load
+        still_ours()  # before round 2: round 1 is out
+        await asyncio.sleep(10)
+        return 2
+
+    h.reconciler._announcements._announcer = slow
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert h.writer.updates == []  # on the link, not yet announced: not Bound
+    first_round.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert h.writer.updates == [claim_name_for("203.0.113.7")]
+    await h.reconciler.close()
+
+
+async def test_an_address_gone_before_its_first_announcement_is_never_reported_bound(
+    h: Harness,
+) -> None:
+    async def never(link: str, ip: Any, /, *, still_ours: Any = None) -> int:
+        still_ours()
+        await asyncio.sleep(10)
+        return 0
+
+    h.reconciler._announcements._announcer = never
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    h.claims.items.clear()  # moved away before anything was sent
+    await h.reconciler.reconcile()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    await h.reconciler.close()
+    assert h.writer.updates == []
