@@ -2,14 +2,17 @@
 
 The real kubectl (v1.37, from the venv) applies the kustomization to the API emulator, twice
 (the second apply must change nothing), then again with the optional nodeips add-on (the
-Component `deploy/workloads/nodeips/`, listed under `components:` as an operator enables it).
-Then the installed objects are read back and checked
+Component `deploy/workloads/nodeips/`, listed under `components:` as an operator enables it);
+the same with the FRR Component (`deploy/workloads/frr/`: FRR and its reloader beside every
+controller). Then the installed objects are read back and checked
 against each other and against the code: every workload runs an eipctl command with a
 ServiceAccount, a ConfigMap and ports that exist, and each container's command line (args with
 the kubelet's `$(VAR)` expansion, EIPCTL_* variables, the mounted config file and liveness key)
 is accepted by its command's settings as the process itself would read it: a flag, variable or
 config key the code does not know fails. The controller's metrics, on the host network, listen
-on the loopback only and kube-rbac-proxy serves them on the node's IP.
+on the loopback only and kube-rbac-proxy serves them on the node's IP. With FRR, the file the
+controller renders (--frr-config) is the one the reloader applies, in a volume both mount, and
+the reloader is the repository's reload.sh.
 
 The repository holds no liveness key (deploy/.gitignore), so deploy/ renders only once the
 operator has written deploy/liveness.key; the tests render a copy with a key of their own.
@@ -22,7 +25,7 @@ import base64
 import os
 import re
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -31,6 +34,7 @@ from story_sandbox import kubectl_binary
 
 from eipctl import __version__
 from eipctl.cli.main import build_parser, build_settings, join_dash_values
+from eipctl.controller.bgp import read_status, sha256_of, write_atomically
 from eipctl.core.liveness_wire import Keyring
 from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
@@ -42,7 +46,12 @@ pytestmark = pytest.mark.kubectl
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 ADDON_PATH = Path("workloads") / "nodeips"
+FRR_PATH = Path("workloads") / "frr"
 PROXY = "kube-rbac-proxy"  # the controller's sidecar: its metrics, authenticated
+# with workloads/frr, beside the controller: FRR, the reloader, and the startup files' copier
+FRR, RELOADER, FRR_FILES = "frr", "frr-reloader", "frr-files"
+FRR_IMAGE = "quay.io/frrouting/frr"
+FRR_STARTUP = "eipctl-frr-startup"  # the Component's ConfigMap (a generated name: a hash added)
 KEY_FILE = "liveness.key"  # the operator writes it; kustomization.yaml makes the Secret of it
 LIVENESS_SECRET = "eipctl-liveness"
 NAMESPACE = "eipctl-system"
@@ -141,9 +150,11 @@ def workloads(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def eipctl_container(pod: dict[str, Any]) -> dict[str, Any]:
-    """The pod's eipctl container: the first; the only other one is the controller's proxy."""
+    """The pod's eipctl container: the first; the others are the controller's proxy and, with
+    workloads/frr, FRR and its reloader."""
     container, *sidecars = pod["containers"]
-    assert [c["name"] for c in sidecars] in ([], [PROXY]), pod["containers"]
+    names = sorted(c["name"] for c in sidecars)
+    assert names in ([], [PROXY], sorted([PROXY, FRR, RELOADER])), pod["containers"]
     return container
 
 
@@ -159,10 +170,10 @@ def deploy(tmp_path: Path) -> Path:
     return deploy_with_key(tmp_path / "checkout")
 
 
-@pytest.fixture
-def full(deploy: Path) -> Path:
-    """The base with the nodeips add-on enabled."""
-    return with_components(deploy, str(ADDON_PATH))
+@pytest.fixture(params=[False, True], ids=["nodeips", "nodeips+frr"])
+def full(deploy: Path, request: pytest.FixtureRequest) -> Path:
+    """The base with the nodeips add-on enabled; and with the FRR Component too."""
+    return with_components(deploy, str(ADDON_PATH), *([str(FRR_PATH)] if request.param else []))
 
 
 def container_env(container: dict[str, Any]) -> dict[str, str]:
@@ -176,19 +187,28 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def mounted(docs: list[dict[str, Any]], workload: dict[str, Any], root: Path) -> dict[str, Path]:
-    """Every volume the container mounts, written under `root` as the kubelet would write it
-    (ConfigMap data, Secret data decoded): mountPath -> the directory holding its files."""
+def mounted(
+    docs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    root: Path,
+    container: dict[str, Any] | None = None,
+) -> dict[str, Path]:
+    """Every volume the container (by default the eipctl one) mounts, written under `root` as
+    the kubelet would write it (ConfigMap data, Secret data decoded, an emptyDir empty):
+    mountPath -> the directory holding its files. One directory per volume of the pod: the
+    containers that mount a volume share it."""
     objects = {(d["kind"], d["metadata"]["name"]): d for d in docs}
     pod = workload["spec"]["template"]["spec"]
-    container = eipctl_container(pod)
+    container = eipctl_container(pod) if container is None else container
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     out = {}
     for mount in container.get("volumeMounts", []):
         volume = volumes[mount["name"]]
         where = root / mount["name"]
-        where.mkdir(parents=True)
-        if "configMap" in volume:
+        where.mkdir(parents=True, exist_ok=True)
+        if "emptyDir" in volume:
+            pass  # an empty directory, as long as the pod lives
+        elif "configMap" in volume:
             for key, text in objects["ConfigMap", volume["configMap"]["name"]]["data"].items():
                 (where / key).write_text(text)
         elif "secret" in volume:
@@ -209,11 +229,15 @@ def command_line(container: dict[str, Any], files: dict[str, Path]) -> list[str]
     for raw in container["args"]:
         for name in KUBELET_VAR.findall(raw):
             assert name in env, f"{raw!r}: the container defines no env var {name}"
-        arg = KUBELET_VAR.sub(lambda m: env[m.group(1)], raw)
-        for mount_path, where in files.items():
-            arg = arg.replace(mount_path.rstrip("/") + "/", f"{where}/")
-        argv.append(arg)
+        argv.append(on_host(KUBELET_VAR.sub(lambda m: env[m.group(1)], raw), files))
     return argv
+
+
+def on_host(arg: str, files: dict[str, Path]) -> str:
+    """`arg` with the mounted paths moved to where the test wrote the files (`mounted`)."""
+    for mount_path, where in files.items():
+        arg = arg.replace(mount_path.rstrip("/") + "/", f"{where}/")
+    return arg
 
 
 def container_settings(
@@ -266,23 +290,7 @@ async def test_apply_installs_every_object_and_reapply_changes_nothing(
     assert all(line.endswith(" created") for line in lines), out
     for doc in docs:
         assert stored(apiserver, doc)["metadata"]["name"] == doc["metadata"]["name"]
-
-    versions = {(d["kind"], d["metadata"]["name"]): _version(apiserver, d) for d in docs}
-    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy))
-    assert code == 0, out
-    lines = [line for line in out.splitlines() if line.strip()]
-    # A PodDisruptionBudget's selector is patched by replacing it (patchStrategy "replace"),
-    # so kubectl always sends it and says "configured", on a real cluster too: the apiserver
-    # writes nothing (the same resourceVersion), and neither may the emulator.
-    pdbs = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
-    assert pdbs == {"eipctl-allocator", "eipctl-scheduler"}
-    for line in lines:
-        name = line.split()[0].split("/", 1)[1]
-        if line.startswith("poddisruptionbudget.policy/") and name in pdbs:
-            assert line.endswith(" configured"), out
-        else:
-            assert line.endswith(" unchanged"), out
-    assert versions == {(d["kind"], d["metadata"]["name"]): _version(apiserver, d) for d in docs}
+    await _apply_again_changes_nothing(apiserver, kubeconfig_path, home, deploy, docs)
 
     with_components(deploy, str(ADDON_PATH))
     full = await rendered(kubeconfig_path, home, deploy)
@@ -310,6 +318,97 @@ async def test_apply_installs_every_object_and_reapply_changes_nothing(
     assert code == 0, out
 
 
+async def _apply_again_changes_nothing(
+    srv: ApiServer, kubeconfig: Path, home: Path, deploy: Path, docs: list[dict[str, Any]]
+) -> None:
+    """`kubectl apply -k` of what is installed: kubectl says nothing changed, and the
+    emulator wrote nothing (every resourceVersion as it was)."""
+    versions = {(d["kind"], d["metadata"]["name"]): _version(srv, d) for d in docs}
+    code, out = await kubectl(kubeconfig, home, "apply", "-k", str(deploy))
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == len(docs), out
+    # A PodDisruptionBudget's selector is patched by replacing it (patchStrategy "replace"),
+    # so kubectl always sends it and says "configured", on a real cluster too: the apiserver
+    # writes nothing (the same resourceVersion), and neither may the emulator.
+    pdbs = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
+    assert {"eipctl-allocator", "eipctl-scheduler"} <= pdbs
+    for line in lines:
+        name = line.split()[0].split("/", 1)[1]
+        if line.startswith("poddisruptionbudget.policy/") and name in pdbs:
+            assert line.endswith(" configured"), out
+        else:
+            assert line.endswith(" unchanged"), out
+    assert versions == {(d["kind"], d["metadata"]["name"]): _version(srv, d) for d in docs}
+
+
+async def test_frr_component_installs_and_reapply_changes_nothing(
+    apiserver: ApiServer, kubeconfig_path: Path, home: Path, deploy: Path
+) -> None:
+    base = await rendered(kubeconfig_path, home, deploy)
+    with_components(deploy, str(FRR_PATH))
+    docs = await rendered(kubeconfig_path, home, deploy)
+    # the Component adds its ConfigMap and changes the controller's DaemonSet, nothing else
+    changed = sorted((d["kind"], d["metadata"]["name"]) for d in docs if d not in base)
+    (startup,) = [d for d in docs if d["metadata"]["name"].startswith(f"{FRR_STARTUP}-")]
+    assert changed == [
+        ("ConfigMap", startup["metadata"]["name"]),
+        ("DaemonSet", "eipctl-controller"),
+    ]
+    assert len(docs) == len(base) + 1
+
+    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy))
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == len(docs)
+    assert all(line.endswith(" created") for line in lines), out
+    for doc in docs:
+        assert stored(apiserver, doc)["metadata"]["name"] == doc["metadata"]["name"]
+    # kubectl asks for strict field validation: the emulator decoded the DaemonSet by the
+    # apps/v1 schema, found no field the pod spec does not have, and dropped nothing
+    (ds,) = [w for w in workloads(docs) if w["kind"] == "DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    assert stored(apiserver, ds)["spec"]["template"]["spec"] == pod
+    check_pod_spec(pod)
+    await _apply_again_changes_nothing(apiserver, kubeconfig_path, home, deploy, docs)
+
+    # and with the nodeips add-on: its objects come, the rest stays as it is
+    with_components(deploy, str(ADDON_PATH))
+    full = await rendered(kubeconfig_path, home, deploy)
+    addon = [d for d in full if d not in docs]
+    assert {d["metadata"]["name"] for d in addon if d["kind"] == "Deployment"} == {"eipctl-nodeips"}
+    code, out = await kubectl(kubeconfig_path, home, "apply", "-k", str(deploy))
+    assert code == 0, out
+    assert len([line for line in out.splitlines() if line.endswith(" created")]) == len(addon)
+    assert f"configmap/{startup['metadata']['name']} unchanged" in out
+    assert "daemonset.apps/eipctl-controller unchanged" in out
+    await _apply_again_changes_nothing(apiserver, kubeconfig_path, home, deploy, full)
+
+    # the check is not vacuous: a field the pod spec does not have is refused
+    bad = yaml.safe_load(yaml.safe_dump(ds))
+    bad["spec"]["template"]["spec"]["containers"][-1]["volumeMount"] = []
+    (deploy / "bad.yaml").write_text(yaml.safe_dump(bad))
+    code, out = await kubectl(kubeconfig_path, home, "apply", "-f", str(deploy / "bad.yaml"))
+    assert code != 0 and 'unknown field "spec.template.spec.containers[' in out, out
+
+
+def check_pod_spec(pod: dict[str, Any]) -> None:
+    """What the apiserver's pod validation (not its schema) requires of the pod spec the
+    Component makes: unique container names (init containers too) and volume names, every
+    mount of a volume the pod has, no mountPath twice in a container."""
+    containers = [*pod.get("initContainers", []), *pod["containers"]]
+    names = [c["name"] for c in containers]
+    assert len(names) == len(set(names)), names
+    volumes = [v["name"] for v in pod.get("volumes", [])]
+    assert len(volumes) == len(set(volumes)), volumes
+    for container in containers:
+        mounts = container.get("volumeMounts", [])
+        assert {m["name"] for m in mounts} <= set(volumes), container["name"]
+        paths = [m["mountPath"] for m in mounts]
+        assert len(paths) == len(set(paths)), container["name"]
+        assert container.get("image"), container["name"]
+
+
 async def test_workloads_reference_what_the_kustomization_installs(
     kubeconfig_path: Path, home: Path, full: Path
 ) -> None:
@@ -323,6 +422,7 @@ async def test_workloads_reference_what_the_kustomization_installs(
     for w in workloads(docs):
         ns = w["metadata"]["namespace"]
         pod = w["spec"]["template"]["spec"]
+        check_pod_spec(pod)
         assert (ns, pod["serviceAccountName"]) in by_kind["ServiceAccount"]
         for volume in pod.get("volumes", []):
             if "configMap" in volume:
@@ -347,7 +447,9 @@ async def test_workloads_reference_what_the_kustomization_installs(
 
 
 def _config_file(docs: list[dict[str, Any]], tmp_path: Path) -> Path:
-    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    (cm,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "eipctl-config"
+    ]
     path = tmp_path / "eipctl.yaml"
     path.write_text(cm["data"]["eipctl.yaml"])
     return path
@@ -511,6 +613,117 @@ async def test_container_ports_are_the_ones_each_command_listens_on(
                 for role in roles
                 for rule in role["rules"]
             )
+
+
+async def test_frr_reloader_applies_the_file_the_controller_renders(
+    kubeconfig_path: Path,
+    home: Path,
+    tmp_path: Path,
+    deploy: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With workloads/frr the controller renders FRR's configuration into a file (--frr-config,
+    as EIPCTL_FRR_CONFIG) on an emptyDir that the reloader mounts at the same path; the
+    reloader's command names that file and runs the ConfigMap's reload.sh, the repository's.
+    Run as its command line says, on the volumes as mounted, it answers what the controller
+    writes with the status file the controller reads."""
+    docs = await rendered(
+        kubeconfig_path, home, with_components(deploy, str(ADDON_PATH), str(FRR_PATH))
+    )
+    (ds,) = [w for w in workloads(docs) if w["metadata"]["name"] == "eipctl-controller"]
+    pod = ds["spec"]["template"]["spec"]
+    check_pod_spec(pod)
+    command, ctl = container_settings(docs, ds, tmp_path, monkeypatch)
+    assert command == "controller" and isinstance(ctl, ControllerSettings)
+    controller = eipctl_container(pod)
+    containers = {c["name"]: c for c in pod["containers"]}
+    reloader, frr = containers[RELOADER], containers[FRR]
+    (init,) = pod["initContainers"]
+    assert init["name"] == FRR_FILES
+    volumes = {v["name"]: v for v in pod["volumes"]}
+
+    # one file: the controller's setting, its env, the reloader's argument
+    path = PurePosixPath(ctl.frr_config)
+    assert str(path) == container_env(controller)["EIPCTL_FRR_CONFIG"] == reloader["command"][-1]
+    assert path.is_absolute() and path.name == "frr.conf"
+    # in one emptyDir that both mount, writable, at the file's directory
+    (shared,) = [m for m in controller["volumeMounts"] if m["mountPath"] == str(path.parent)]
+    assert volumes[shared["name"]] == {"name": shared["name"], "emptyDir": {}}
+    assert [m for m in reloader["volumeMounts"] if m["name"] == shared["name"]] == [shared]
+    assert not shared.get("readOnly")  # the controller writes frr.conf, the reloader .status
+    assert all(m["name"] != shared["name"] for m in frr["volumeMounts"] + init["volumeMounts"])
+
+    # the reloader's script: the ConfigMap's reload.sh, the repository's, byte for byte
+    objects = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in reloader["volumeMounts"]}
+    assert reloader["command"][:1] == ["/bin/sh"] and len(reloader["command"]) == 3
+    script = PurePosixPath(reloader["command"][1])
+    startup = objects["ConfigMap", mounts[str(script.parent)]["configMap"]["name"]]
+    assert startup["metadata"]["name"].startswith(f"{FRR_STARTUP}-")
+    assert startup["data"][script.name] == (DEPLOY / FRR_PATH / "reload.sh").read_text()
+    # and every startup file as it is in the repository; the init container copies them
+    # into the volume FRR reads its configuration from (/etc/frr)
+    kustomization = yaml.safe_load((DEPLOY / FRR_PATH / "kustomization.yaml").read_text())
+    (generator,) = kustomization["configMapGenerator"]
+    assert sorted(startup["data"]) == sorted(generator["files"])
+    for name, text in startup["data"].items():
+        assert text == (DEPLOY / FRR_PATH / name).read_text(), name
+    init_mounts = {m["mountPath"]: volumes[m["name"]] for m in init["volumeMounts"]}
+    frr_mounts = {m["mountPath"]: volumes[m["name"]] for m in frr["volumeMounts"]}
+    assert init_mounts["/etc/frr-startup"]["configMap"]["name"] == startup["metadata"]["name"]
+    assert init_mounts["/etc/frr"] == frr_mounts["/etc/frr"]
+    assert "emptyDir" in frr_mounts["/etc/frr"]
+    for name in ("daemons", "vtysh.conf", "frr.conf"):
+        assert f"/etc/frr-startup/{name}" in init["command"][-1], name
+
+    # FRR's image, tagged in deploy/kustomization.yaml's `images:`, in all three
+    images = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
+    (tag,) = [i["newTag"] for i in images if i["name"] == FRR_IMAGE]
+    assert {c["image"] for c in (init, frr, reloader)} == {f"{FRR_IMAGE}:{tag}"}
+
+    # the Secrets of BGP passwords: the controller reads them where a Role lets it get them
+    granted = {
+        (d["metadata"]["namespace"], d["metadata"]["name"])
+        for d in docs
+        if d["kind"] == "Role"
+        for rule in d["rules"]
+        if "secrets" in rule["resources"] and "get" in rule["verbs"]
+    }
+    account = {"kind": "ServiceAccount", "name": "eipctl-controller", "namespace": NAMESPACE}
+    bound = {
+        (d["metadata"]["namespace"], d["roleRef"]["name"])
+        for d in docs
+        if d["kind"] == "RoleBinding" and account in d["subjects"]
+    }
+    assert {namespace for namespace, _ in granted & bound} == {ctl.bgp_secret_namespace}
+
+    # the reloader, run as its command says on the volumes as the kubelet mounts them (the
+    # controller's and its own share the emptyDir), with frr-reload.py stubbed: it answers
+    # the file the controller writes with the status the controller reads
+    root = tmp_path / "pod"
+    files = mounted(docs, ds, root, controller) | mounted(docs, ds, root, reloader)
+    config = files[str(path.parent)] / path.name
+    text = "frr defaults traditional\nrouter bgp 64512\n"
+    await asyncio.to_thread(write_atomically, config, text)
+    env = {
+        **os.environ,
+        "RELOAD_INTERVAL": "0.1",
+        "FRR_RELOAD": shutil.which("true") or "true",
+        "FRR_PATHSPACE": "eipctl-deploy-test",  # no FRR of this host is asked anything
+    }
+    proc = await asyncio.create_subprocess_exec(
+        *(on_host(arg, files) for arg in reloader["command"]),
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        async with asyncio.timeout(10):
+            while (status := read_status(Path(f"{config}.status"))) is None:
+                await asyncio.sleep(0.05)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    assert status.ok and status.sha256 == sha256_of(text)
 
 
 def _check_metrics_proxy(pod: dict[str, Any], settings: ControllerSettings) -> None:

@@ -6,16 +6,22 @@ controllers' writes go through the own-node ValidatingAdmissionPolicy. Then the 
 allocator, scheduler and two node controllers run, each with a token of its own
 ServiceAccount (the controllers' tokens carry their node's name, as bound tokens do), through
 a whole story: allocate, place, bind, a hand-set external IP, a node dying and its claim
-moving, a release. The emulator must have refused nothing. A second test shows what each
-account is refused.
+moving, a release. The emulator must have refused nothing. The controllers run as the
+process runs them, with the BGP link (so they watch the pools); another test adds
+--frr-config: a node renders FRR's configuration from a BGPPeer whose password is in a
+Secret and reports the reloader's answer as its IpNode's BGPConfigured condition (a status
+update, judged by the own-node policy). A last test shows what each account is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import functools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +30,25 @@ import pytest_asyncio
 import yaml
 
 from eipctl.allocator.process import run as run_allocator
+from eipctl.controller.bgp import CONDITION as BGP_CONFIGURED
+from eipctl.controller.bgp import mark_configured, sha256_of
 from eipctl.controller.node import NodeController, NodeSettings
-from eipctl.core.naming import LABEL_AUTO_ASSIGN, LABEL_EXTERNAL_IP, claim_name_for
+from eipctl.core.naming import (
+    LABEL_AUTO_ASSIGN,
+    LABEL_EXTERNAL_IP,
+    LABEL_NODE,
+    LABEL_POOL,
+    claim_name_for,
+)
 from eipctl.kube.client import (
+    BGPPEERS,
     EVENTS,
     IPCLAIMPOOLS,
     IPCLAIMS,
     IPNODES,
     LEASES,
     NODES,
+    SECRETS,
     SERVICES,
     KubeApi,
     Obj,
@@ -42,7 +58,7 @@ from eipctl.kube.errors import Forbidden, Invalid, NotFound
 from eipctl.net.memory import MemoryLinkBackend, Segment
 from eipctl.nodeips.process import run as run_nodeips
 from eipctl.nodeips.settings import NodeIpsSettings
-from eipctl.runtime.config import AllocatorSettings, SchedulerSettings
+from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.runtime.health import Health
 from eipctl.runtime.values import parse_bind_address
 from eipctl.sandbox.apiserver import ApiServer
@@ -83,6 +99,8 @@ CONTROLLER = {
     "restart_grace": 0.3,  # a clean stop writes status.restartGraceSeconds: judged too
 }
 SCHEDULER_NODE_TIMEOUT = 0.6
+# the process's default --bgp-link: every controller watches the pools (how each announces)
+BGP_LINK = ControllerSettings.bgp_link  # the field's default
 
 
 def install(srv: ApiServer) -> None:
@@ -175,12 +193,19 @@ async def running(main: Awaitable[None], stop: asyncio.Event) -> AsyncIterator[a
 class Node:
     """One node's controller on its own in-memory link, all links on one segment."""
 
-    def __init__(self, name: str, api: KubeApi, segment: Segment) -> None:
+    def __init__(self, name: str, api: KubeApi, segment: Segment, frr_config: str = "") -> None:
         self.name = name
         self.backend = MemoryLinkBackend()
         self.backend.create_link("eth0", segment=segment)
         self.controller = NodeController(
-            NodeSettings(node=name, link="eth0", **CONTROLLER),
+            NodeSettings(
+                node=name,
+                link="eth0",
+                bgp_link=BGP_LINK,
+                frr_config=frr_config,
+                bgp_secret_namespace=NS,
+                **CONTROLLER,
+            ),
             api=api,
             heartbeat_api=api,
             backend=self.backend,
@@ -335,9 +360,14 @@ async def test_each_process_does_its_whole_job_with_its_own_service_account(
 
             node_a_ip = await eventually(node_ip, "nodeips labels node-a with its bound IP")
             assert await bound(claim_name_for(node_a_ip)) == "node-a"
-            for node in NODES_:
-                ipnode = await admin.get(IPNODES, node)
-                assert ipnode["metadata"]["labels"] == {"zone": "z1"}  # read from the Node
+            for name in NODES_:
+                # the Node's labels (node-a's auto-assign one too, at the next refresh)
+                await eventually(
+                    functools.partial(_labels_copied, admin, name),
+                    f"{name}'s IpNode has its Node's labels",
+                )
+                ipnode = await admin.get(IPNODES, name)
+                assert ipnode["metadata"]["labels"]["zone"] == "z1"
                 assert int((ipnode.get("status") or {}).get("heartbeat") or 0) > 0
 
             # the probes pass, and check what docs/operations.md says each registers
@@ -346,6 +376,11 @@ async def test_each_process_does_its_whole_job_with_its_own_service_account(
                 registered = (sorted(h._live), sorted(h._ready))  # no public listing
                 assert registered == documented_checks(process)
             assert all(n.controller.live() and n.controller.ready() for n in nodes.values())
+            # the process's default: each controller lists and watches the pools
+            assert all(
+                n.controller.pools is not None and n.controller.pools.has_synced
+                for n in nodes.values()
+            )
 
             # the pool stops covering web's IP: the allocator keeps it, marked InPool=False
             pool = await admin.get(IPCLAIMPOOLS, "pool-a")
@@ -446,6 +481,11 @@ def documented_event_reasons() -> set[str]:
     }
 
 
+async def _labels_copied(api: KubeApi, node: str) -> bool:
+    want = (await api.get(NODES, node))["metadata"].get("labels") or {}
+    return bool((await api.get(IPNODES, node))["metadata"].get("labels") == want)
+
+
 async def _is_true(check: Callable[[], bool]) -> bool:
     return check()
 
@@ -456,6 +496,93 @@ async def _equals(value: Awaitable[Any], expected: Any) -> bool:
 
 async def _is_none(value: Awaitable[Any]) -> bool:
     return await value is None
+
+
+async def test_the_controller_renders_frr_config_with_its_own_service_account(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """--frr-config (deploy/workloads/frr): the controller watches the BGPPeers, reads a
+    peer's password from its Secret in the controller's namespace, writes the file, and
+    reports the reloader's answer as BGPConfigured with an update of its IpNode's status
+    (which the own-node policy judges). A claim of a pool announced by BGP goes on the BGP
+    link. The test plays the reloader: it writes `<file>.status`."""
+    admin = cluster.admin
+    assert admin is not None
+    await admin.create(
+        SECRETS,
+        {
+            "metadata": {"name": "tor-password", "namespace": NS},
+            "data": {"password": base64.b64encode(b"s3cret").decode()},
+        },
+        NS,
+    )
+    await admin.create(
+        BGPPEERS,
+        {
+            "metadata": {"name": "tor"},
+            "spec": {
+                "peerAddress": "192.0.2.1",
+                "peerASN": 64500,
+                "myASN": 64512,
+                "passwordSecret": "tor-password",
+                "nodeSelector": {"matchLabels": {"zone": "z1"}},
+            },
+        },
+    )
+    await admin.create(
+        IPCLAIMPOOLS,
+        {"metadata": {"name": "routed"}, "spec": {"cidr": "198.51.100.0/28", "announce": "bgp"}},
+    )
+    await admin.create(
+        IPCLAIMS,
+        {
+            # as the scheduler places it
+            "metadata": {
+                "name": "198-51-100-5",
+                "labels": {LABEL_POOL: "routed", LABEL_NODE: "node-a"},
+            },
+            "spec": {"ip": "198.51.100.5", "nodeName": "node-a"},
+        },
+    )
+    config = tmp_path / "eipctl-frr" / "frr.conf"
+    node = Node(
+        "node-a",
+        await cluster.client("eipctl-controller", node="node-a"),
+        Segment(),
+        frr_config=str(config),
+    )
+    node.start()
+    try:
+
+        async def rendered() -> str:
+            text = config.read_text() if config.exists() else ""
+            return text if "password s3cret" in text else ""
+
+        text = await eventually(rendered, "the controller renders the peer, with its password")
+        assert "neighbor 192.0.2.1 remote-as 64500" in text
+        assert "198.51.100.0/28" in text
+        await eventually(
+            lambda: _equals(claim_phase(admin, "198-51-100-5"), ("Bound", "node-a")),
+            "the routed claim Bound on node-a",
+        )
+        assert node.backend.has_address(BGP_LINK, ip_address("198.51.100.5"))
+
+        # the reloader took it
+        config.with_name(f"{config.name}.status").write_text(f"{sha256_of(text)} applied\n")
+
+        async def configured() -> dict[str, Any]:
+            status = (await admin.get(IPNODES, "node-a")).get("status") or {}
+            found = [c for c in status.get("conditions") or [] if c["type"] == BGP_CONFIGURED]
+            return found[0] if found else {}
+
+        condition = await eventually(configured, "node-a's IpNode says BGPConfigured")
+        assert (condition["status"], condition["reason"]) == ("True", "Applied")
+    finally:
+        await node.halt()
+    assert cluster.rbac.denials == [], [d.message for d in cluster.rbac.denials]
+    assert cluster.srv.admission is not None
+    assert cluster.srv.admission.denials == [], cluster.srv.admission.denials
+    assert cluster.srv.admission.applied > 0
 
 
 async def test_what_each_account_is_refused(cluster: Cluster) -> None:
@@ -498,6 +625,19 @@ async def test_what_each_account_is_refused(cluster: Cluster) -> None:
     assert "claims placed on its own node" in invalid.value.message
     with pytest.raises(Forbidden):  # and only that way
         await ctl.patch(IPCLAIMS, "203-0-113-2", {"status": {"phase": "Bound"}}, sub="status")
+    # the BGPConfigured condition is written by update (a PUT): of its own IpNode only
+    other = await ctl.get(IPNODES, "node-b")
+    mark_configured(True, "Applied", "as the controller writes it")(other)
+    with pytest.raises(Invalid) as invalid:
+        await ctl.replace(IPNODES, other, sub="status")
+    assert "a controller may only write its own IpNode" in invalid.value.message
+    # a BGPPeer's password: get, in the controller's namespace only; no list, no elsewhere
+    with pytest.raises(Forbidden):
+        await ctl.list(SECRETS, NS)
+    with pytest.raises(Forbidden):
+        await ctl.get(SECRETS, "tor-password", "default")
+    with pytest.raises(NotFound):  # allowed: there is no such Secret
+        await ctl.get(SECRETS, "tor-password", NS)
     await ctl.patch(IPNODES, "node-a", {"status": {"heartbeat": 1}}, sub="status")  # its own
 
     sched = await cluster.client("eipctl-scheduler")
