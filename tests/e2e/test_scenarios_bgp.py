@@ -19,7 +19,7 @@ import pytest
 
 from eipctl.sandbox.namespaces import why_unavailable
 from eipctl.sandbox.testbed import BedOptions, LocalBed, routing_unavailable, wait_for
-from eipctl.sandbox.testbed.network import LINK, POOL4
+from eipctl.sandbox.testbed.network import LINK, POOL4, POOL6
 from eipctl.sandbox.testbed.routing import (
     BFD_INTERVAL_MS,
     BFD_MULTIPLIER,
@@ -37,6 +37,7 @@ if (_reason := why_unavailable() or routing_unavailable()) is not None:
 SPREAD = "e2e-bgp"
 ALL = "e2e-bgp-all"
 SWITCHED = "e2e-switch"
+SPREAD_V6 = "e2e-bgp-v6"
 POOL_LABEL = "e2e-pool"
 PEER = "router"
 BFD_DETECT = BFD_MULTIPLIER * BFD_INTERVAL_MS / 1000
@@ -57,6 +58,10 @@ POOLS = {
     SPREAD: pool_spec("203.0.113.201", "203.0.113.215", "bgp", announce="bgp"),
     ALL: pool_spec("203.0.113.216", "203.0.113.225", "bgp-all", announce="bgp", placement="all"),
     SWITCHED: pool_spec("203.0.113.226", "203.0.113.235", "switch", announce="l2"),
+    SPREAD_V6: {
+        **pool_spec("2001:db8:f::1:10", "2001:db8:f::1:1f", "bgp-v6", announce="bgp"),
+        "cidr": str(POOL6),
+    },
 }
 
 
@@ -144,6 +149,18 @@ def test_a_service_ip_is_routed_to_the_node_holding_it(bed: LocalBed) -> None:
     ipnode = bed.kube.kubectl_json("get", "ipnode", node)
     conditions = {c["type"]: c for c in ipnode["status"].get("conditions", [])}
     assert conditions["BGPConfigured"]["status"] == "True", conditions
+
+
+def test_an_ipv6_service_ip_is_routed_over_the_ipv6_session(bed: LocalBed) -> None:
+    """The IPv6 peer carries the pool's /128s (the IPv4 session carries none of them)."""
+    assert bed.router is not None and bed.router.far_client is not None
+    bed.kube.create_service("bgp-v6", labels={POOL_LABEL: "bgp-v6"}, ip_families=["IPv6"])
+    ip = bed.wait_for_ip("bgp-v6")
+    assert ":" in ip
+    node = holder(bed, ip)
+    bed.router.wait_routes(ip, [bed.node(node).ip6], timeout=10)
+    assert bed.router.far_client.ask(ip) == node
+    assert ip in on_bgp_link(bed, node)
 
 
 def test_policy_all_spreads_connections_over_every_node_by_ecmp(bed: LocalBed) -> None:
