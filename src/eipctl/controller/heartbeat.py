@@ -90,13 +90,15 @@ async def register(
     liveness: Endpoint | None = None,
     *,
     on_labels: Callable[[Mapping[str, str]], None] | None = None,
+    on_created: Callable[[], None] | None = None,
 ) -> int:
     """Create or update this node's IpNode (spec.link, the liveness endpoint, the Node's
     labels); return its current heartbeat counter so the next write is a change.
 
     The IpNode's labels are exactly the Node's (the IpNode belongs to this controller);
     without a Node they are left as they are. `on_labels` gets the IpNode's labels as they
-    now are (what pools' and BGPPeers' nodeSelectors match).
+    now are (what pools' and BGPPeers' nodeSelectors match); `on_created` is called when
+    this call created the IpNode (its status is empty: publish the addresses again).
     """
     labels = await node_labels(api, node)
     try:
@@ -109,6 +111,8 @@ async def register(
         try:
             await writer.create(IPNODES, body)
             log.info("ipnode.created", node=node, link=link, labels=len(labels or {}))
+            if on_created is not None:
+                on_created()
             if on_labels is not None:
                 on_labels(labels or {})
             return 0

@@ -291,9 +291,14 @@ class NodeController:
         s = self.settings
         on_labels = None if self.frr is None else self.frr.set_labels
         counter = await register(
-            self._api, self.writer, s.node, s.link, self.liveness_endpoint, on_labels=on_labels
+            self._api,
+            self.writer,
+            s.node,
+            s.link,
+            self.liveness_endpoint,
+            on_labels=on_labels,
+            on_created=self.status.forget_addresses,  # a new IpNode's status is empty
         )
-        self.status.forget_addresses()
         return counter
 
     async def _register_then_beat(self) -> None:
