@@ -42,9 +42,7 @@ class Announcements:
         announcement is cancelled first (the address went) or stopped by `still_ours`.
         """
         self.stop(link, ip)
-        task = asyncio.create_task(
-            self._announce(link, ip, claim, on_first), name=f"announce-{ip}"
-        )
+        task = asyncio.create_task(self._announce(link, ip, claim, on_first), name=f"announce-{ip}")
         self._tasks[(link, ip)] = task
         task.add_done_callback(lambda t: self._forget((link, ip), t))
 
