@@ -235,6 +235,23 @@ async def test_announce_schedule_and_cancel(bed: Bed) -> None:
 
     assert await run_in_netns(a.name, cancelled) < 0.05
 
+    async def rounds() -> list[float]:
+        """`on_round` runs as each round is out, not when the next one is due (the
+        controller reports Bound on the first)."""
+        start = time.monotonic()
+        out: list[float] = []
+        await announce(
+            "ea0",
+            "198.51.100.40",
+            count=2,
+            interval=0.5,
+            on_round=lambda: out.append(time.monotonic() - start),
+        )
+        return out
+
+    first, second = await run_in_netns(a.name, rounds)
+    assert first < 0.25 <= 0.45 <= second
+
 
 @pytest.mark.parametrize(
     ("held", "free", "holder_prefix"),

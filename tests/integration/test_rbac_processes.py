@@ -215,8 +215,12 @@ class Node:
         self.stop = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
-    async def _announce(self, link: str, address: Any, /) -> int:
-        return await self.backend.announce(link, address, count=1)
+    async def _announce(
+        self, link: str, address: Any, /, *, still_ours: Any = None, on_round: Any = None
+    ) -> int:
+        return await self.backend.announce(
+            link, address, count=1, still_ours=still_ours, on_round=on_round
+        )
 
     async def _probe(self, link: str, address: Any, /) -> Any:
         return await self.backend.probe(link, address)

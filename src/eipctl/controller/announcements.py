@@ -64,29 +64,26 @@ class Announcements:
     async def _announce(
         self, link: str, ip: IPAddress, claim: str, on_first: Callable[[], None] | None
     ) -> None:
-        rounds = 0
         stopped = False
 
         def still_ours() -> bool:
-            # asked before every round: the second question means the first round is out
-            nonlocal rounds, stopped
-            rounds += 1
-            if rounds == 2:
-                _first()
+            nonlocal stopped
             ours = self._still_ours()
             stopped = stopped or not ours
             return ours
 
-        def _first() -> None:
+        def first() -> None:
             nonlocal on_first
             if on_first is not None:
                 callback, on_first = on_first, None
                 callback()
 
         try:
-            await self._announcer(link, ip, still_ours=still_ours)
+            await self._announcer(link, ip, still_ours=still_ours, on_round=first)
         except NetError as exc:
             NET_ERRORS.labels("announce").inc()
             log.warning("address.announce.failed", claim=claim, ip=str(ip), error=str(exc))
+        except Exception:  # a broken announcer must not keep the claim from Bound
+            log.exception("address.announce.crashed", claim=claim, ip=str(ip))
         if not stopped:
-            _first()  # a single round, an announcer that asks nothing, or one that failed
+            first()  # no round went out (the announcer failed): the address is there all the same

@@ -57,9 +57,16 @@ def make_prober(timeout: float) -> Prober | None:
 
 def make_announcer(count: int, interval: float) -> Announcer:
     async def announcer(
-        link: str, ip: str | IPAddress, /, *, still_ours: Callable[[], bool] | None = None
+        link: str,
+        ip: str | IPAddress,
+        /,
+        *,
+        still_ours: Callable[[], bool] | None = None,
+        on_round: Callable[[], None] | None = None,
     ) -> int:
-        return await announce(link, ip, count=count, interval=interval, still_ours=still_ours)
+        return await announce(
+            link, ip, count=count, interval=interval, still_ours=still_ours, on_round=on_round
+        )
 
     return announcer
 

@@ -35,6 +35,8 @@ DEFAULT_INTERVAL = 1.1
 
 StillOurs = Callable[[], bool]
 """Asked before every round: False stops the schedule (the holder may no longer answer)."""
+RoundSent = Callable[[], None]
+"""Called after each round's frames are out (the controller reports Bound after the first)."""
 
 
 async def _rounds(count: int, interval: float, still_ours: StillOurs | None) -> AsyncIterator[int]:
@@ -50,7 +52,13 @@ async def _rounds(count: int, interval: float, still_ours: StillOurs | None) -> 
 
 
 async def _announce_ipv4(
-    ifname: str, ip: IPv4Address, count: int, interval: float, still_ours: StillOurs | None
+    ifname: str,
+    ip: IPv4Address,
+    count: int,
+    interval: float,
+    still_ours: StillOurs | None,
+    *,
+    on_round: RoundSent | None,
 ) -> int:
     """Owns one AF_PACKET socket for the whole schedule (opening one per round would cost
     an RCU grace period each time)."""
@@ -65,11 +73,19 @@ async def _announce_ipv4(
                 raise SocketError(f"sending GARP for {ip} on {ifname}: {exc}") from exc
             ANNOUNCEMENTS_SENT.labels(family="ipv4").inc(len(batch))
             sent += len(batch)
+            if on_round is not None:
+                on_round()
     return sent
 
 
 async def _announce_ipv6(
-    ifname: str, ip: IPv6Address, count: int, interval: float, still_ours: StillOurs | None
+    ifname: str,
+    ip: IPv6Address,
+    count: int,
+    interval: float,
+    still_ours: StillOurs | None,
+    *,
+    on_round: RoundSent | None,
 ) -> int:
     """Owns one raw ICMPv6 socket, bound to the announced address, for the schedule."""
     sent = 0
@@ -82,6 +98,8 @@ async def _announce_ipv6(
                 raise SocketError(f"sending NA for {ip} on {ifname}: {exc}") from exc
             ANNOUNCEMENTS_SENT.labels(family="ipv6").inc()
             sent += 1
+            if on_round is not None:
+                on_round()
     return sent
 
 
@@ -93,19 +111,20 @@ async def announce(
     count: int = DEFAULT_COUNT,
     interval: float = DEFAULT_INTERVAL,
     still_ours: StillOurs | None = None,
+    on_round: RoundSent | None = None,
 ) -> int:
     """Announce `ip` on `ifname` `count` times, `interval` seconds apart; returns frames sent.
 
     The address must already be on the link (IPv6: it is bound as the source). Cancelling
     stops the remaining rounds at once; a `NetError` stops them too and propagates; so does
-    `still_ours()` turning False before a round.
+    `still_ours()` turning False before a round. `on_round()` runs after each round is out.
     """
     addr = parse_ip(ip)
     if count < 1 or interval < 0:
         raise ValueError("count must be >= 1 and interval >= 0")
     if isinstance(addr, IPv4Address):
-        sent = await _announce_ipv4(ifname, addr, count, interval, still_ours)
+        sent = await _announce_ipv4(ifname, addr, count, interval, still_ours, on_round=on_round)
     else:
-        sent = await _announce_ipv6(ifname, addr, count, interval, still_ours)
+        sent = await _announce_ipv6(ifname, addr, count, interval, still_ours, on_round=on_round)
     log.info("net.announced", link=ifname, ip=str(addr), frames=sent, rounds=count)
     return sent

@@ -70,9 +70,16 @@ class Announcer(Protocol):
     """
 
     async def __call__(
-        self, ifname: str, ip: str | IPAddress, /, *, still_ours: Callable[[], bool] | None = None
+        self,
+        ifname: str,
+        ip: str | IPAddress,
+        /,
+        *,
+        still_ours: Callable[[], bool] | None = None,
+        on_round: Callable[[], None] | None = None,
     ) -> int:
-        """`still_ours()`, when given, is asked before every round; False ends the schedule."""
+        """`still_ours()`, when given, is asked before every round; False ends the schedule.
+        `on_round()`, when given, is called after each round is out."""
         ...
 
 

@@ -206,6 +206,7 @@ class MemoryLinkBackend:
         count: int = 3,
         interval: float = 0.0,
         still_ours: Callable[[], bool] | None = None,
+        on_round: Callable[[], None] | None = None,
     ) -> int:
         """Like `announce.announce`: the address must be on the link; returns frames sent."""
         addr = parse_ip(ip)
@@ -221,6 +222,8 @@ class MemoryLinkBackend:
             if segment is not None:
                 segment.announced(addr, self.mac_of(ifname))
             rounds += 1
+            if on_round is not None:
+                on_round()
         return rounds * (2 if addr.version == 4 else 1)
 
     async def probe(self, ifname: str, ip: str | IPAddress, /) -> ProbeConflict | None:

@@ -293,7 +293,12 @@ class SimulatedNode:
             api, heartbeat_api = await self.kube.apis(self.settings.node_timeout)
 
             async def announcer(
-                link: str, ip: str | IPAddress, /, *, still_ours: Callable[[], bool] | None = None
+                link: str,
+                ip: str | IPAddress,
+                /,
+                *,
+                still_ours: Callable[[], bool] | None = None,
+                on_round: Callable[[], None] | None = None,
             ) -> int:
                 return await backend.announce(
                     link,
@@ -301,6 +306,7 @@ class SimulatedNode:
                     count=ANNOUNCE_COUNT,
                     interval=ANNOUNCE_INTERVAL,
                     still_ours=still_ours,
+                    on_round=on_round,
                 )
 
             self.controller = NodeController(

@@ -97,9 +97,13 @@ class Harness:
             claim_lookup=self.claims.lookup,
         )
 
-    async def announce(self, link: str, ip: Any, /, *, still_ours: Any = None) -> int:
+    async def announce(
+        self, link: str, ip: Any, /, *, still_ours: Any = None, on_round: Any = None
+    ) -> int:
         self.announced.append(str(ip))
         self.guards.append(still_ours)
+        if on_round is not None:
+            on_round()
         return 1
 
     async def probe(self, link: str, ip: Any, /) -> ProbeConflict | None:
@@ -322,7 +326,9 @@ async def test_announcements_stop_when_the_claim_moves_away(h: Harness) -> None:
     rounds_started = asyncio.Event()
     cancelled: list[str] = []
 
-    async def slow_announce(link: str, ip: Any, /, *, still_ours: Any = None) -> int:
+    async def slow_announce(
+        link: str, ip: Any, /, *, still_ours: Any = None, on_round: Any = None
+    ) -> int:
         rounds_started.set()
         try:
             await asyncio.sleep(3600)  # rounds still to come
@@ -361,11 +367,11 @@ async def test_bound_is_reported_only_once_the_first_announcement_is_out(h: Harn
     it must have had this node's first gratuitous ARP by then (the 50-IP maintenance gaps)."""
     first_round = asyncio.Event()
 
-    async def slow(link: str, ip: Any, /, *, still_ours: Any = None) -> int:
+    async def slow(link: str, ip: Any, /, *, still_ours: Any = None, on_round: Any = None) -> int:
         still_ours()  # before round 1
         await first_round.wait()  # the packet socket is slow to open under load
-        still_ours()  # before round 2: round 1 is out
-        await asyncio.sleep(10)
+        on_round()  # round 1 is out
+        await asyncio.sleep(10)  # round 2 is 1.1 s away: Bound must not wait for it
         return 2
 
     h.reconciler._announcements._announcer = slow
@@ -384,7 +390,7 @@ async def test_bound_is_reported_only_once_the_first_announcement_is_out(h: Harn
 async def test_an_address_gone_before_its_first_announcement_is_never_reported_bound(
     h: Harness,
 ) -> None:
-    async def never(link: str, ip: Any, /, *, still_ours: Any = None) -> int:
+    async def never(link: str, ip: Any, /, *, still_ours: Any = None, on_round: Any = None) -> int:
         still_ours()
         await asyncio.sleep(10)
         return 0

@@ -119,7 +119,11 @@ class Harness:
             claim_lookup=self.claims.lookup,
         )
 
-    async def announce(self, link: str, ip: Any, /, *, still_ours: Any = None) -> int:
+    async def announce(
+        self, link: str, ip: Any, /, *, still_ours: Any = None, on_round: Any = None
+    ) -> int:
+        if on_round is not None:
+            on_round()
         return 1
 
     async def probe(self, link: str, ip: Any, /) -> ProbeConflict | None:

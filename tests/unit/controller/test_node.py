@@ -59,9 +59,13 @@ class Bed:
         self.probed: list[tuple[str, str]] = []
         self._runs: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
-    async def announcer(self, link: str, address: Any, /, *, still_ours: Any = None) -> int:
+    async def announcer(
+        self, link: str, address: Any, /, *, still_ours: Any = None, on_round: Any = None
+    ) -> int:
         self.announced.append((link, str(address)))
-        return await self.backend.announce(link, address, count=1, still_ours=still_ours)
+        return await self.backend.announce(
+            link, address, count=1, still_ours=still_ours, on_round=on_round
+        )
 
     async def prober(self, link: str, address: Any, /) -> Any:
         self.probed.append((link, str(address)))

@@ -85,8 +85,10 @@ async def link() -> Link:
 
 @contextlib.asynccontextmanager
 async def running(api: KubeApi, link: Link) -> AsyncIterator[NodeController]:
-    async def announce(ifname: str, ip: Any, /, *, still_ours: Any = None) -> int:
-        return await link.announce(ifname, ip, count=1, still_ours=still_ours)
+    async def announce(
+        ifname: str, ip: Any, /, *, still_ours: Any = None, on_round: Any = None
+    ) -> int:
+        return await link.announce(ifname, ip, count=1, still_ours=still_ours, on_round=on_round)
 
     controller = NodeController(
         SETTINGS,

@@ -33,6 +33,9 @@ class Sample:
     sent: float  # time.monotonic() when the probe started
     answer: str | None  # the node name that answered, or None
     took: float
+    reset: bool = False
+    """Unanswered because a node reset the connection: the IP was reachable, but the
+    connection was cut (opened to one holder, its next packet reached the other)."""
 
 
 @dataclass
@@ -100,6 +103,23 @@ class ProbeSeries:
             return not any(a < s.sent + s.took and s.sent < b for a, b in stalls)
 
         return self._longest_outage(ip, outside)
+
+    def longest_loss(self, ip: str, longer_than: float = 0.1) -> float:
+        """`longest_outage_outside_stalls` without the connections cut by a move (`Sample.
+        reset`): what is left is time in which no node answered the IP at all. A connection
+        open while an IP moves between nodes on layer 2 is cut whatever eipctl does (its
+        state is on the old node); `cut` counts them."""
+        stalls = self.stalls(ip, longer_than)
+
+        def lost(s: Sample) -> bool:
+            in_stall = any(a < s.sent + s.took and s.sent < b for a, b in stalls)
+            return not in_stall and not s.reset
+
+        return self._longest_outage(ip, lost)
+
+    def cut(self, ip: str) -> int:
+        """Probes whose connection a node reset (see `Sample.reset`)."""
+        return sum(1 for s in self.of(ip) if s.reset)
 
     def answerers(self, ip: str) -> list[str]:
         """Distinct node names that answered, in the order they first did."""
@@ -183,6 +203,13 @@ class Client:
 
     @staticmethod
     async def _ask(ip: str, seconds: float, port: int = SERVICE_PORT) -> str | None:
+        return (await Client._ask_detailed(ip, seconds, port))[0]
+
+    @staticmethod
+    async def _ask_detailed(
+        ip: str, seconds: float, port: int = SERVICE_PORT
+    ) -> tuple[str | None, bool]:
+        """(the node that answered or None, whether the connection was reset)."""
         try:
             async with asyncio.timeout(seconds):
                 reader, writer = await asyncio.open_connection(ip, port)
@@ -190,10 +217,12 @@ class Client:
                     line = await reader.readline()
                 finally:
                     writer.close()
+        except ConnectionResetError:
+            return None, True
         except (OSError, TimeoutError, asyncio.IncompleteReadError):
-            return None
+            return None, False
         text = line.decode().strip()
-        return text or None
+        return text or None, False
 
     def ask(self, ip: str, timeout: float = 1.0) -> str | None:
         """Dial ip:8080 from the client; the name of the node that answered, or None."""
@@ -215,8 +244,8 @@ class Client:
 
         async def one(ip: str) -> None:
             sent = time.monotonic()
-            answer = await self._ask(ip, timeout)
-            series.samples.append(Sample(ip, sent, answer, time.monotonic() - sent))
+            answer, reset = await self._ask_detailed(ip, timeout)
+            series.samples.append(Sample(ip, sent, answer, time.monotonic() - sent, reset))
 
         async def run() -> None:
             pending: set[asyncio.Task[None]] = set()
