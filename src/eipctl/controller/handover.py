@@ -20,6 +20,8 @@ from eipctl.core.link_plan import Address
 from eipctl.core.naming import claim_name_for
 from eipctl.kube.client import Obj
 
+from .metrics import HANDOVER_SECONDS, HANDOVERS
+
 log = structlog.get_logger(__name__)
 
 ClaimLookup = Callable[[str], Awaitable[Obj | None]]
@@ -50,23 +52,32 @@ class Handover:
         if self._lookup is None:
             return False
         now = self._clock()
+        first = addr not in self._since
         since = self._since.setdefault(addr, now)
         if now - since >= self._max_hold:
-            self._since.pop(addr, None)
+            self._end(addr, "expired")
+            log.warning("address.handover.expired", address=str(addr), held=self._max_hold)
             return False
         try:
             obj = await self._lookup(claim_name_for(addr.ip))
         except Exception as exc:  # cannot tell: do not hold on a guess
             log.info("handover.lookup.failed", address=str(addr), error=repr(exc))
+            self._end(addr, "unknown")
             return False
         new_node = node_of(obj or {})
-        if (
-            obj is None  # the claim is gone: the IP is released
-            or not new_node
-            or new_node == self._node
-            or is_bound_on(obj, new_node)
-        ):
-            self._since.pop(addr, None)
+        if obj is None or not new_node or new_node == self._node:
+            # gone, unplaced, or back here: nobody to wait for (a hold only if one began)
+            self._end(addr, "released" if not first else "")
+            return False
+        if is_bound_on(obj, new_node):
+            HANDOVER_SECONDS.observe(now - since)
+            self._end(addr, "bound")
             return False
         log.info("address.handover.waiting", address=str(addr), new_node=new_node)
         return True
+
+    def _end(self, addr: Address, result: str) -> None:
+        """The hold of `addr` is over; counted by `result` ("" counts nothing: a claim
+        released before any hold began)."""
+        if self._since.pop(addr, None) is not None and result:
+            HANDOVERS.labels(result).inc()

@@ -91,3 +91,17 @@ FRR_CONFIG_WRITES = Counter(
     "With --frr-config: new versions of the node's FRR configuration written.",
     registry=REGISTRY,
 )
+HANDOVERS = Counter(
+    "eipctl_controller_handovers",
+    "Moved addresses this node held for their new node, by how the hold ended: bound (the "
+    "new node bound it while held: no gap), expired (the hold ran out first: clients may "
+    "have found nobody), released (the claim went or was unplaced), unknown (lookup failed).",
+    ["result"],
+    registry=REGISTRY,
+)
+HANDOVER_SECONDS = Histogram(
+    "eipctl_controller_handover_seconds",
+    "How long a moved address was held here until its new node bound it (make before break).",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0),
+    registry=REGISTRY,
+)
