@@ -166,7 +166,7 @@ class LocalBed:
     def _start_node_plumbing(self, node: NodeNet) -> None:
         assert self.loop is not None
         self._start_relay(node.name, node.ns)
-        responder = Responder(node.ns.name, node.name)
+        responder = Responder(node.ns.name, node.name, self.run_dir)
         self.responders[node.name] = responder
         self.loop.run(responder.start())
         self.kube.create_node(node.name, {"kubernetes.io/hostname": node.name})
