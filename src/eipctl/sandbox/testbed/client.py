@@ -34,8 +34,9 @@ class Sample:
     answer: str | None  # the node name that answered, or None
     took: float
     reset: bool = False
-    """Unanswered because a node reset the connection: the IP was reachable, but the
-    connection was cut (opened to one holder, its next packet reached the other)."""
+    """Unanswered because a node reset the connection (reset, or a broken pipe: the reset
+    came while the client wrote): the IP was reachable, but the connection was cut
+    (opened to one holder, its next packet reached the other)."""
 
 
 @dataclass
@@ -217,8 +218,8 @@ class Client:
                     line = await reader.readline()
                 finally:
                     writer.close()
-        except ConnectionResetError:
-            return None, True
+        except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError):
+            return None, True  # a node reset it: cut, see `Sample.reset`
         except (OSError, TimeoutError, asyncio.IncompleteReadError):
             return None, False
         text = line.decode().strip()
