@@ -354,6 +354,7 @@ class Fleet:
                     node_settings(replace(defaults, node_name=name, iface=LINK, restart_grace=0.0)),
                     liveness_address=liveness_address(index),
                     liveness_port=LIVENESS_PORT,
+                    bgp_link="",  # no FRR here: every pool is l2, and no pool watch per node
                 ),
                 keyring=keyring,
                 on_add=functools.partial(self.holding.add, name),
