@@ -51,6 +51,7 @@ FRR_BIN = Path("/usr/lib/frr")
 FRR_DAEMONS = ("zebra", "bfdd", "bgpd")
 FRR_CONF_DIR = Path("/etc/frr")
 FRR_RUN_DIR = Path("/var/run/frr")
+FRR_CRASH_DIR = Path("/var/tmp/frr")  # <daemon>.<pid>/logbuf.<pid> of each running daemon
 FRR_USER = "frr"  # the daemons drop to it (Debian's build); their vty group is frrvty
 BIRD = "bird"
 BIRDC = "birdc"
@@ -254,8 +255,12 @@ class FrrNode:
     def kill(self) -> None:
         """SIGKILL every daemon and the reloader (the node died): its BGP sessions drop
         (the router sees the TCP reset, or, with the link down, BFD's silence)."""
-        for proc in [self.reloader, *self.daemons]:
+        _kill_group(self.reloader)
+        for daemon, proc in zip(FRR_DAEMONS, self.daemons, strict=True):
+            pid = proc.pid
             _kill_group(proc)
+            if pid is not None:  # a daemon's crash-log buffer, left behind by a SIGKILL
+                shutil.rmtree(FRR_CRASH_DIR / f"{daemon}.{pid}", ignore_errors=True)
 
     def stop(self) -> None:
         """Kill everything and remove the pathspace directories."""
