@@ -65,59 +65,33 @@ from eipctl.sandbox.testbed import (
     wait_for,
 )
 from eipctl.sandbox.testbed.network import LINK, POOL4
+from eipctl.sandbox.testbed.pools import SELECTOR_LABEL, labelled_pool
 from eipctl.sandbox.testbed.routing import (
     BFD_INTERVAL_MS,
     BFD_MULTIPLIER,
-    NODE_ASN,
     ROUTER4,
     ROUTER6,
-    ROUTER_ASN,
     FarClient,
+    router_peer,
 )
 from figures import machine, percentile, skip_unless_root
 
 SPREAD = "bench-bgp"
 ALL = "bench-bgp-all"
 SWITCHED = "bench-switch"
-POOL_LABEL = "e2e-pool"
+POOL_LABEL = SELECTOR_LABEL
 PROBE_INTERVAL = 0.02
 PROBE_TIMEOUT = 0.2
 STORIES = ("api", "kill", "ecmp", "fence", "new", "switch")
 
 
-def pool_spec(first: str, last: str, label: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "cidr": str(POOL4),
-        "ranges": [[first, last]],
-        "autoAssign": True,
-        "serviceSelector": {"matchLabels": {POOL_LABEL: label}},
-        **extra,
-    }
-
-
 POOLS = {
-    SPREAD: pool_spec("203.0.113.201", "203.0.113.215", "bgp", announce="bgp"),
-    ALL: pool_spec("203.0.113.216", "203.0.113.225", "bgp-all", announce="bgp", placement="all"),
-    SWITCHED: pool_spec("203.0.113.226", "203.0.113.235", "switch", announce="l2"),
+    SPREAD: labelled_pool("203.0.113.201", "203.0.113.215", "bgp", announce="bgp"),
+    ALL: labelled_pool(
+        "203.0.113.216", "203.0.113.225", "bgp-all", announce="bgp", placement="all"
+    ),
+    SWITCHED: labelled_pool("203.0.113.226", "203.0.113.235", "switch", announce="l2"),
 }
-
-
-def router_peer(name: str, address: str) -> dict[str, Any]:
-    """The router as a BGPPeer of every node (one per family), as the e2e stories have it."""
-    return {
-        "apiVersion": "eipctl.io/v1alpha1",
-        "kind": "BGPPeer",
-        "metadata": {"name": name},
-        "spec": {
-            "peerAddress": address,
-            "peerASN": ROUTER_ASN,
-            "myASN": NODE_ASN,
-            "holdTimeSeconds": 9,
-            "keepaliveTimeSeconds": 3,
-            "connectTimeSeconds": 1,
-            "bfd": {"receiveIntervalMs": BFD_INTERVAL_MS, "transmitIntervalMs": BFD_INTERVAL_MS},
-        },
-    }
 
 
 # -- counting API traffic at the relays ------------------------------------------------------

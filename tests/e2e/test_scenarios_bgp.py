@@ -13,21 +13,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from eipctl.sandbox.namespaces import why_unavailable
 from eipctl.sandbox.testbed import BedOptions, LocalBed, routing_unavailable, wait_for
 from eipctl.sandbox.testbed.network import LINK, POOL4, POOL6
+from eipctl.sandbox.testbed.pools import SELECTOR_LABEL, labelled_pool
 from eipctl.sandbox.testbed.routing import (
     BFD_INTERVAL_MS,
     BFD_MULTIPLIER,
     BGP_LINK,
-    NODE_ASN,
     ROUTER4,
     ROUTER6,
-    ROUTER_ASN,
+    router_peer,
 )
 
 pytestmark = [pytest.mark.netns]
@@ -38,28 +37,20 @@ SPREAD = "e2e-bgp"
 ALL = "e2e-bgp-all"
 SWITCHED = "e2e-switch"
 SPREAD_V6 = "e2e-bgp-v6"
-POOL_LABEL = "e2e-pool"
+POOL_LABEL = SELECTOR_LABEL
 PEER = "router"
 BFD_DETECT = BFD_MULTIPLIER * BFD_INTERVAL_MS / 1000
 SLACK = 1.5  # a loaded 2-core machine: wake-ups, netlink, bgpd's update timers
 
 
-def pool_spec(first: str, last: str, label: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "cidr": str(POOL4),
-        "ranges": [[first, last]],
-        "autoAssign": True,
-        "serviceSelector": {"matchLabels": {POOL_LABEL: label}},
-        **extra,
-    }
-
-
 POOLS = {
-    SPREAD: pool_spec("203.0.113.201", "203.0.113.215", "bgp", announce="bgp"),
-    ALL: pool_spec("203.0.113.216", "203.0.113.225", "bgp-all", announce="bgp", placement="all"),
-    SWITCHED: pool_spec("203.0.113.226", "203.0.113.235", "switch", announce="l2"),
+    SPREAD: labelled_pool("203.0.113.201", "203.0.113.215", "bgp", announce="bgp"),
+    ALL: labelled_pool(
+        "203.0.113.216", "203.0.113.225", "bgp-all", announce="bgp", placement="all"
+    ),
+    SWITCHED: labelled_pool("203.0.113.226", "203.0.113.235", "switch", announce="l2"),
     SPREAD_V6: {
-        **pool_spec("2001:db8:f::1:10", "2001:db8:f::1:1f", "bgp-v6", announce="bgp"),
+        **labelled_pool("2001:db8:f::1:10", "2001:db8:f::1:1f", "bgp-v6", announce="bgp"),
         "cidr": str(POOL6),
     },
 }
@@ -87,24 +78,6 @@ def bed(bgp_bed: LocalBed) -> Iterator[LocalBed]:
     bgp_bed.router.wait_established(timeout=30)
     yield bgp_bed
     bgp_bed.heal()
-
-
-def router_peer(name: str, address: str) -> dict[str, Any]:
-    """The router as a BGPPeer of every node (one per family: a session carries one)."""
-    return {
-        "apiVersion": "eipctl.io/v1alpha1",
-        "kind": "BGPPeer",
-        "metadata": {"name": name},
-        "spec": {
-            "peerAddress": address,
-            "peerASN": ROUTER_ASN,
-            "myASN": NODE_ASN,
-            "holdTimeSeconds": 9,
-            "keepaliveTimeSeconds": 3,
-            "connectTimeSeconds": 1,
-            "bfd": {"receiveIntervalMs": BFD_INTERVAL_MS, "transmitIntervalMs": BFD_INTERVAL_MS},
-        },
-    }
 
 
 def service_ip(bed: LocalBed, name: str, label: str) -> str:

@@ -7,12 +7,12 @@ from collections import Counter
 
 from hypothesis import given
 from hypothesis import strategies as st
+from test_placement import apply
 
 from eipctl.core.placement import (
     ClaimPlacement,
     Cluster,
     Decision,
-    PlacementPlan,
     Policies,
     Policy,
     Reason,
@@ -20,16 +20,6 @@ from eipctl.core.placement import (
 )
 
 NODES = frozenset({"n1", "n2", "n3"})
-
-
-def apply(claims: list[ClaimPlacement], result: PlacementPlan) -> list[ClaimPlacement]:
-    """The claims after the plan's moves are written."""
-    moves = {d.claim: d for d in result.moves}
-    out = []
-    for c in claims:
-        d = moves.get(c.name)
-        out.append(c if d is None else ClaimPlacement(c.name, c.pool, d.to_node, d.all_nodes))
-    return out
 
 
 def on_nodes(claims: list[ClaimPlacement], nodes: frozenset[str]) -> dict[str, int]:

@@ -150,6 +150,7 @@ class FrrConfigWriter:
         self._labels: dict[str, str] | None = None
         self._written: str | None = None  # sha256 of what we last wrote
         self._reported: tuple[bool, str] | None = None  # (ok, reason) last written
+        self._applied: str | None = None  # sha256 the reloader last said FRR took
         self._told: set[tuple[str, str, str]] = set()  # (peer, reason, message) Events sent
         self._invalid: dict[str, str] = {}  # peer -> resourceVersion already reported
         self.renders = 0
@@ -182,14 +183,17 @@ class FrrConfigWriter:
             await self._peers.stop()
 
     async def _watch_applied(self) -> None:
-        """Until the next input change or `recheck`: follow the reloader's status file."""
+        """Until the next input change or `recheck`: follow the reloader's status file, read
+        every `status_poll` only until FRR took what was written (then nothing changes it)."""
         self._wake.clear()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._recheck
-        while loop.time() < deadline:
-            self._check_applied()
+        while (left := deadline - loop.time()) > 0:
+            if self._applied != self._written:
+                self._check_applied()
+            wait = left if self._applied == self._written else min(left, self._status_poll)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._status_poll):
+                async with asyncio.timeout(wait):
                     await self._wake.wait()
                     return
 
@@ -262,6 +266,8 @@ class FrrConfigWriter:
         status = read_status(Path(f"{self.path}.status"))
         if status is None or status.sha256 != self._written:
             return  # the reloader has not looked at this version yet
+        if status.ok:
+            self._applied = status.sha256
         reason = "Applied" if status.ok else "ReloadFailed"
         if self._reported == (status.ok, reason):
             return

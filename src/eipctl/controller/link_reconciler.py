@@ -62,11 +62,6 @@ from .metrics import (
 from .status import StatusReporter, placed_claims
 from .takeover import HolderNode, MacOwner, Takeover
 
-
-def _l2(_pool: str) -> str:
-    return "l2"
-
-
 log = structlog.get_logger(__name__)
 
 HANDOVER_RECHECK = 0.2
@@ -179,8 +174,8 @@ class LinkReconciler:
                 self._claims.objects(),
                 self.node,
                 self.settings.default_link,
-                announce_of=self._pools.announce_of if self._pools is not None else _l2,
-                bgp_link=self.settings.bgp_link if self._pools is not None else "",
+                announce_of=self._pools.announce_of if self._pools is not None else None,
+                bgp_link=self.settings.bgp_link,
             )
             if any(c.routed for c in desired):
                 await self._ensure_bgp_link()

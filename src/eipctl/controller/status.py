@@ -48,16 +48,12 @@ class EventSink(Protocol):
     def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
 
 
-def _l2(_pool: str) -> str:
-    return "l2"
-
-
 def placed_claims(
     objects: Iterable[Obj],
     node: str,
     default_link: str,
     *,
-    announce_of: Callable[[str], str] = _l2,
+    announce_of: Callable[[str], str] | None = None,
     bgp_link: str = "",
 ) -> tuple[list[PlacedClaim], dict[str, IpClaim]]:
     """The claims whose spec.nodeName is `node`, as addresses; and the parsed claims by name.
@@ -65,7 +61,7 @@ def placed_claims(
     `announce_of(pool)` is the announce mode of the claim's pool (label ``eipctl.io/pool``;
     "" for a claim without one): ``bgp`` puts the IP on `bgp_link` as a host route (/32,
     /128; the pool's prefixLength and the claim's link do not apply), anything else on
-    its link. Without a `bgp_link` every claim is layer 2.
+    its link. Without both, every claim is layer 2.
     A claim that does not parse is logged and skipped (it holds nothing here).
     """
     placed: list[PlacedClaim] = []
@@ -81,7 +77,7 @@ def placed_claims(
         ip = ipaddress.ip_address(claim.spec.ip)
         shared = skips_probe(claim.name, claim.spec.node_bound)
         pool = (claim.metadata.get("labels") or {}).get(LABEL_POOL, "")
-        if bgp_link and announce_of(pool) == "bgp":
+        if bgp_link and announce_of is not None and announce_of(pool) == "bgp":
             address = Address(bgp_link, ip, ip.max_prefixlen)
             placed.append(PlacedClaim(claim.name, address, shared, routed=True))
         else:

@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import dataclasses
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from eipctl.core.liveness_wire import Keyring
 from eipctl.core.naming import GROUP, claim_name_for
@@ -203,12 +203,15 @@ class ClaimEvents:
         return -1
 
 
+_Log = TypeVar("_Log", "ClaimEvents", "PlacementLog")
+
+
 @contextlib.asynccontextmanager
-async def claim_events(kubeconfig: Path) -> AsyncIterator[ClaimEvents]:
-    """A synced `ClaimEvents` on a client of its own (the events of the initial list are
-    ADDED); both closed afterwards."""
+async def _synced(make: Callable[[KubeApi], _Log], kubeconfig: Path) -> AsyncIterator[_Log]:
+    """A log built by `make` on a client of its own, its informer synced; both closed
+    afterwards."""
     api = await connect(str(kubeconfig))
-    log = ClaimEvents(api)
+    log = make(api)
     log.informer.start()
     try:
         await log.informer.wait_synced()
@@ -218,18 +221,14 @@ async def claim_events(kubeconfig: Path) -> AsyncIterator[ClaimEvents]:
         await api.close()
 
 
-@contextlib.asynccontextmanager
-async def placement_log(kubeconfig: Path) -> AsyncIterator[PlacementLog]:
-    """A synced `PlacementLog` on a client of its own; both closed afterwards."""
-    api = await connect(str(kubeconfig))
-    log = PlacementLog(api)
-    log.informer.start()
-    try:
-        await log.informer.wait_synced()
-        yield log
-    finally:
-        await log.informer.stop()
-        await api.close()
+def claim_events(kubeconfig: Path) -> contextlib.AbstractAsyncContextManager[ClaimEvents]:
+    """A synced `ClaimEvents` (the events of the initial list are ADDED)."""
+    return _synced(ClaimEvents, kubeconfig)
+
+
+def placement_log(kubeconfig: Path) -> contextlib.AbstractAsyncContextManager[PlacementLog]:
+    """A synced `PlacementLog`."""
+    return _synced(PlacementLog, kubeconfig)
 
 
 def settings(**overrides: Any) -> SchedulerSettings:

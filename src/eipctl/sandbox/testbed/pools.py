@@ -11,6 +11,8 @@ from typing import Any
 from eipctl.sandbox.testbed.network import POOL4, POOL6
 
 LEASE_NAMESPACE = "eipctl-system"
+SELECTOR_LABEL = "e2e-pool"
+"""A Service carrying ``e2e-pool: <label>`` draws from the pool `labelled_pool` made."""
 POOL_V4 = "e2e-v4"
 POOL_V6 = "e2e-v6"
 POOL_TINY = "e2e-tiny"
@@ -38,3 +40,15 @@ POOLS: dict[str, dict[str, Any]] = {
         "serviceSelector": {"matchLabels": V6_LABEL},
     },
 }
+
+
+def labelled_pool(first: str, last: str, label: str, **extra: Any) -> dict[str, Any]:
+    """An IPv4 pool spec for the Services labelled ``e2e-pool: <label>`` only, from `first`
+    to `last` of the bed's external network; `extra` adds fields (announce, placement)."""
+    return {
+        "cidr": str(POOL4),
+        "ranges": [[first, last]],
+        "autoAssign": True,
+        "serviceSelector": {"matchLabels": {SELECTOR_LABEL: label}},
+        **extra,
+    }

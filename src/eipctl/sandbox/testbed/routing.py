@@ -40,6 +40,7 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from eipctl.sandbox.namespaces import Namespace, pid_alive, sh, why_unavailable
 from eipctl.sandbox.testbed.client import Client
@@ -534,3 +535,22 @@ class Router:
         if self.far_client is not None:
             self.far_client.close()
         self.bird.terminate(grace=5)
+
+
+def router_peer(name: str, address: str) -> dict[str, Any]:
+    """The bed's router as a BGPPeer of every node (one per family: a session carries one),
+    with BFD at the router's own interval, short timers and a fast reconnect."""
+    return {
+        "apiVersion": "eipctl.io/v1alpha1",
+        "kind": "BGPPeer",
+        "metadata": {"name": name},
+        "spec": {
+            "peerAddress": address,
+            "peerASN": ROUTER_ASN,
+            "myASN": NODE_ASN,
+            "holdTimeSeconds": 9,
+            "keepaliveTimeSeconds": 3,
+            "connectTimeSeconds": 1,
+            "bfd": {"receiveIntervalMs": BFD_INTERVAL_MS, "transmitIntervalMs": BFD_INTERVAL_MS},
+        },
+    }
