@@ -30,6 +30,7 @@ A pool that changes policy at runtime is converged make before break:
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any, Protocol
@@ -264,7 +265,10 @@ class Placer:
                 # this pass found it dead before the liveness watcher said so
                 self.dead_since.setdefault(d.from_node, started)
             if d.claim in self._pending:
-                self._deferred.add(d.claim)  # decide again once its write is done
+                if self._pending[d.claim] != d:
+                    self._deferred.add(d.claim)  # decide again once its write is done
+            elif d.no_live_node and self._reported(d, by_name[d.claim]):
+                continue  # said already: no write, and no pass woken by one
             elif self._copy_missing(d, by_name[d.claim], per_node, cluster):
                 # marked once its node's copy is in the cache: that copy's arrival runs the
                 # pass that marks it (see the module docstring)
@@ -488,11 +492,23 @@ class Placer:
             )
         return f"moved from {d.from_node} to {d.to_node}: {why}"
 
-    async def _report_no_live_node(self, d: Decision, obj: Obj) -> None:
+    @staticmethod
+    def _no_live_node_message(d: Decision) -> str:
         if d.from_node:
-            message = f"no live eligible node to take it over from {d.from_node} ({d.reason.value})"
-        else:
-            message = "no live eligible node"
+            return f"no live eligible node to take it over from {d.from_node} ({d.reason.value})"
+        return "no live eligible node"
+
+    def _reported(self, d: Decision, obj: Obj) -> bool:
+        """True if the claim already says what `_report_no_live_node` would write. A claim
+        waiting for a node is decided again by every pass; without this each pass started a
+        write task whose end woke the next pass (two waiting claims kept that going)."""
+        status = copy.deepcopy(obj.get("status") or {})
+        probe = {"status": status}
+        no_live_node_status(self._no_live_node_message(d))(probe)
+        return probe["status"] == (obj.get("status") or {})
+
+    async def _report_no_live_node(self, d: Decision, obj: Obj) -> None:
+        message = self._no_live_node_message(d)
         try:
             stored = await self.writer.update_status(
                 IPCLAIMS, d.claim, no_live_node_status(message)
