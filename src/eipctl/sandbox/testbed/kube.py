@@ -23,6 +23,9 @@ from eipctl.sandbox.testbed.loop import BackgroundLoop
 GROUP, VERSION = "eipctl.io", "v1alpha1"
 RETRIES = 5
 NAMESPACE = "default"
+CONFLICT_RETRIES = 10
+LABELS = {"eipctl-e2e": "yes"}
+"""What marks the objects the bed made (Services, pools): reset lists and deletes by it."""
 Obj = dict[str, Any]
 
 
@@ -80,7 +83,7 @@ class Kube:
             "metadata": {
                 "name": name,
                 "annotations": annotations,
-                "labels": {"eipctl-e2e": "yes", **(labels or {})},
+                "labels": {**LABELS, **(labels or {})},
             },
             "spec": spec,
         }
@@ -176,18 +179,26 @@ class Kube:
         body: Obj = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "IpClaimPool",
-            "metadata": {"name": name, "labels": {"eipctl-e2e": "yes"}},
+            "metadata": {"name": name, "labels": dict(LABELS)},
             "spec": spec,
         }
         pools = (GROUP, VERSION, "ipclaimpools")
-        try:
-            old = self._custom(self.custom.get_cluster_custom_object, *pools, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            return self._custom(self.custom.create_cluster_custom_object, *pools, body)
-        body["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        return self._custom(self.custom.replace_cluster_custom_object, *pools, name, body)
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                old = self._custom(self.custom.get_cluster_custom_object, *pools, name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                return self._custom(self.custom.create_cluster_custom_object, *pools, body)
+            if old.get("spec") == spec and (old["metadata"].get("labels") or {}) == LABELS:
+                return old  # as wanted already: no write
+            body["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            try:
+                return self._custom(self.custom.replace_cluster_custom_object, *pools, name, body)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise  # 409: the allocator wrote the pool's status meanwhile; read again
+        raise RuntimeError(f"pool {name}: {CONFLICT_RETRIES} conflicts in a row")
 
     def lease_holder(self, name: str, namespace: str) -> str | None:
         try:
