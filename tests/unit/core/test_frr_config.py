@@ -21,19 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eipctl.core.bgp_peer import BfdProfile, BgpPeer, BgpPeerSpec
-from eipctl.core.frr_config import (
+from eipctl.core.frr_config import BgpPool, FrrConfig, NodeBgpFacts, peers_for_node, render
+from eipctl.core.frr_names import (
     CONNECTED_ROUTE_MAP,
     DENY_ALL_ROUTE_MAP,
     MAX_FRR_NAME,
-    BgpPool,
-    FrrConfig,
-    NodeBgpFacts,
     bfd_profile_name,
     frr_name,
     out_route_map_name,
-    peers_for_node,
     prefix_list_name,
-    render,
 )
 from eipctl.core.selectors import LabelSelector
 
