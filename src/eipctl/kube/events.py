@@ -34,6 +34,14 @@ def reference(api_version: str, kind: str, obj: Obj) -> Obj:
     return {"apiVersion": api_version, "kind": kind, "metadata": dict(obj.get("metadata") or {})}
 
 
+class Tells(Protocol):
+    """What posts an Event and logs it as a decision (`EventRecorder.tell`); tests fake it."""
+
+    def tell(
+        self, involved: Obj, type_: EventType, reason: str, message: str, **fields: object
+    ) -> None: ...
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from eipctl.core.claims import is_per_node_copy, per_node_claim, pool_of
 from eipctl.core.fields import Obj, name_of
-from eipctl.core.placement import Cluster
+from eipctl.core.placement import Cluster, Decision
 
 
 @dataclass(frozen=True)
@@ -59,3 +59,19 @@ def per_node_changes(
         else:
             delete.append(obj)
     return PerNodeChanges(create, tuple(delete), tuple(kept))
+
+
+def copy_missing(d: Decision, claim: Obj, per_node: Mapping[str, Obj], cluster: Cluster) -> bool:
+    """A claim to be marked for every node still lacks the per-node claim that is to hold
+    its IP once it leaves the live node it is on: the one for that node if its pool admits
+    it, else one for any live node the pool admits. Marking it now would take the IP off
+    that node before a copy is there to keep it."""
+    if not d.all_nodes or not d.from_node or d.from_node not in cluster.live:
+        return False
+    pool = pool_of(claim) or None
+    if d.from_node in cluster.admits(pool):
+        holders = [d.from_node]
+    else:
+        holders = sorted(cluster.candidates(pool))
+    names = {name_of(c) for n in holders if (c := per_node_claim(claim, n)) is not None}
+    return bool(names) and not names & per_node.keys()

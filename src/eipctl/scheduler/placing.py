@@ -6,12 +6,11 @@ claims); the work queue runs it under one key, so two passes never overlap and c
 during a pass trigger exactly one more.
 
 A pass decides and starts the writes, but does not wait for them: a node death during a
-batch of 1,000 placements is handled at once, not after the batch. A claim with a write in
-flight counts as already being where that write puts it and is not decided again until the
-write is done (if a pass wanted to, another pass follows the write). Claims written are
-remembered until the informer delivers that write (by resourceVersion), and passes use the
-remembered copy instead of the older cached one: a stale cache never makes the scheduler
-place a claim a second time. The writes are compare-and-set besides (see `claims.place`).
+batch of 1,000 placements is handled at once, not after the batch. `claim_writes` keeps
+what is in flight and what our writes stored (a claim being written counts as where the
+write puts it; a stale cache never makes the scheduler place a claim twice); the writes are
+compare-and-set besides (see `claims.place`). A claim no live node may take is reported
+once (`NoLiveNode`), not written again by every pass while it waits.
 
 Each claim's policy is its pool's ``spec.placement``, else ``--policy`` (`view.policies_for`).
 A pool that changes policy at runtime is converged make before break:
@@ -29,11 +28,10 @@ A pool that changes policy at runtime is converged make before break:
 
 from __future__ import annotations
 
-import asyncio
 import copy
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -43,19 +41,18 @@ from eipctl.core.claims import (
     is_bound_on,
     is_node_bound,
     node_of,
-    per_node_claim,
-    pool_of,
     reference,
 )
 from eipctl.core.eligibility import Exclusion, reason_text
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
-from eipctl.core.placement import Cluster, Decision, Policies, Policy, Reason, plan
+from eipctl.core.placement import Decision, Policies, Policy, Reason, plan
 from eipctl.kube.client import IPCLAIMS
-from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
-from eipctl.kube.events import EventType
+from eipctl.kube.errors import NotFound
+from eipctl.kube.events import EventType, Tells
 from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
+from eipctl.scheduler.claim_writes import Cache, ClaimWrites
 from eipctl.scheduler.claims import consistent, place, placement_of
 from eipctl.scheduler.metrics import (
     EXCLUDED_NODES,
@@ -66,20 +63,11 @@ from eipctl.scheduler.metrics import (
     PLANNED_MOVES,
     set_claim_phases,
 )
-from eipctl.scheduler.per_node import per_node_changes
+from eipctl.scheduler.per_node import copy_missing
+from eipctl.scheduler.per_node_writes import PerNodeCopies
 from eipctl.scheduler.view import PoolViews, cluster_for, exclusions, policies_for
 
 log = structlog.get_logger(__name__)
-
-
-class Cache(Protocol):
-    def objects(self) -> list[Obj]: ...
-
-
-class Recorder(Protocol):
-    def tell(
-        self, involved: Obj, type_: EventType, reason: str, message: str, **fields: object
-    ) -> None: ...
 
 
 class ServiceNotifier(Protocol):
@@ -118,11 +106,6 @@ class _NoNodes:
         return []
 
 
-def _rv_int(obj: Obj) -> int | None:
-    rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-    return int(rv) if rv.isdigit() else None
-
-
 class Placer:
     """Runs placement passes for one leadership term."""
 
@@ -134,7 +117,7 @@ class Placer:
         pools: Cache,
         liveness: Liveness,
         writer: SerializedWriter,
-        recorder: Recorder,
+        recorder: Tells,
         services: ServiceNotifier,
         policy: Policy | str,
         clock: Callable[[], float],
@@ -172,62 +155,28 @@ class Placer:
         self.passes = 0
         """Completed passes (tests and debugging)."""
         self._pool_views = PoolViews()
-        self._written: dict[str, Obj] = {}
-        # Not the writer's lanes: those order the writes to a claim, this keeps a pass from
-        # deciding it twice on one observation and lets passes plan from where it is going.
-        self._pending: dict[str, Decision | None] = {}
-        """Claims with a write in flight: the decision, or None for a repair."""
-        self._deferred: set[str] = set()
-        """Claims a pass wanted to decide while their write was in flight."""
-        self._tasks: set[asyncio.Task[None]] = set()
-        """The writes in flight: held (the loop keeps only weak references), awaited by close."""
+        self.writes = ClaimWrites(claims, kick)
+        self._pending = self.writes.pending  # the decisions of the writes in flight
+        self.copies = PerNodeCopies(self.writes, writer, recorder)
 
     def is_echo(self, obj: Obj) -> bool:
         """True if ``obj`` is what our own write stored (no new pass needed for it)."""
-        mine = self._written.get(name_of(obj))
-        return mine is not None and _rv_int(mine) is not None and _rv_int(mine) == _rv_int(obj)
+        return self.writes.is_echo(obj)
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self.writes)
 
     async def close(self) -> None:
         """End of the term: stop the writes still in flight."""
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    def remember(self, stored: Obj) -> None:
-        """Use this copy of a claim until the cache has caught up with it."""
-        self._written[name_of(stored)] = stored
-
-    def claim_objects(self) -> list[Obj]:
-        """The cached claims, with our own not-yet-seen writes laid over them."""
-        out: list[Obj] = []
-        seen: set[str] = set()
-        for cached in self.claims.objects():
-            name = name_of(cached)
-            seen.add(name)
-            mine = self._written.get(name)
-            if mine is None:
-                out.append(cached)
-                continue
-            cached_rv, mine_rv = _rv_int(cached), _rv_int(mine)
-            if cached_rv is None or mine_rv is None or cached_rv >= mine_rv:
-                del self._written[name]
-                out.append(cached)
-            else:
-                out.append(mine)
-        for name in set(self._written) - seen:
-            del self._written[name]  # deleted since
-        return out
+        await self.writes.close()
 
     async def reconcile(self, rebalance_moves: int = 0) -> Result:
         """One pass: decide, start the writes of every decision and repair; returns DONE."""
         started = self.clock()
         objs: list[Obj] = []
         per_node: dict[str, Obj] = {}
-        all_claims = self.claim_objects()
+        all_claims = self.writes.claim_objects()
         set_claim_phases(all_claims)
         for obj in all_claims:
             if is_node_bound(obj):
@@ -265,16 +214,15 @@ class Placer:
                 # this pass found it dead before the liveness watcher said so
                 self.dead_since.setdefault(d.from_node, started)
             if d.claim in self._pending:
-                if self._pending[d.claim] != d:
-                    self._deferred.add(d.claim)  # decide again once its write is done
+                self.writes.defer(d.claim, d)  # decide again once its write is done
             elif d.no_live_node and self._reported(d, by_name[d.claim]):
                 continue  # said already: no write, and no pass woken by one
-            elif self._copy_missing(d, by_name[d.claim], per_node, cluster):
+            elif copy_missing(d, by_name[d.claim], per_node, cluster):
                 # marked once its node's copy is in the cache: that copy's arrival runs the
                 # pass that marks it (see the module docstring)
                 log.info("placement.all_nodes.waiting_for_copy", claim=d.claim, node=d.from_node)
             else:
-                self._start(d.claim, d, self._apply(d, by_name[d.claim]))
+                self.writes.start(d.claim, d, self._apply(d, by_name[d.claim]))
         if held:
             self._held_back = True
             self.kick(PLANNED_STALE)  # safety net; a planned move binding kicks sooner
@@ -283,106 +231,11 @@ class Placer:
         for obj in objs:
             name = name_of(obj)
             if name not in decided and name not in self._pending and not consistent(obj):
-                self._start(name, None, self._repair(obj))
-        self._sync_per_node(objs, per_node, cluster, policies)
+                self.writes.start(name, None, self._repair(obj))
+        self.copies.sync(objs, per_node, cluster, policies)
         PLACEMENT_PASS_SECONDS.observe(self.clock() - started)
         self.passes += 1
         return DONE
-
-    @staticmethod
-    def _copy_missing(d: Decision, obj: Obj, per_node: dict[str, Obj], cluster: Cluster) -> bool:
-        """A claim to be marked for every node still lacks the per-node claim that is to
-        hold its IP once it leaves the live node it is on: the one for that node if its pool
-        admits it, else one for any live node the pool admits. Marking it now would take
-        the IP off that node before a copy is there to keep it."""
-        if not d.all_nodes or not d.from_node or d.from_node not in cluster.live:
-            return False
-        pool = pool_of(obj) or None
-        if d.from_node in cluster.admits(pool):
-            holders = [d.from_node]
-        else:
-            holders = sorted(cluster.candidates(pool))
-        names = {name_of(c) for n in holders if (c := per_node_claim(obj, n)) is not None}
-        return bool(names) and not names & per_node.keys()
-
-    def _sync_per_node(
-        self, objs: list[Obj], per_node: dict[str, Obj], cluster: Cluster, policies: Policies
-    ) -> None:
-        marked: list[Obj] = []
-        unplaced: list[Obj] = []
-        placing: set[str] = set()  # claims whose placement on a node is being written
-        for o in objs:
-            name = name_of(o)
-            pending = self._pending.get(name)
-            if policies.of(pool_of(o) or None) is Policy.ALL:
-                marked.append(o)  # marked, or about to be: copies first
-            elif pending is not None and pending.to_node:
-                placing.add(name)
-                unplaced.append(o)
-            elif not node_of(o):
-                unplaced.append(o)  # its copies, if it has any, hold the IP meanwhile
-        changes = per_node_changes(marked, per_node, cluster, unplaced)
-        for body in changes.create:
-            name = name_of(body)
-            if name not in self._pending:
-                self._start(name, None, self._create_per_node(body))
-        for obj in changes.kept:
-            base = name_of(obj).partition(".")[0]
-            if base in placing:
-                self._deferred.add(base)  # look again once its placement is written
-        for obj in changes.delete:
-            name = name_of(obj)
-            if name not in self._pending:
-                self._start(name, None, self._delete_per_node(obj))
-
-    async def _create_per_node(self, body: Obj) -> None:
-        name, node = name_of(body), node_of(body)
-        try:
-            await self.writer.create(IPCLAIMS, body)
-        except AlreadyExists:
-            return
-        message = f"policy all: held by {node}"
-        try:
-            stored = await self.writer.update_status(IPCLAIMS, name, scheduled_status(message))
-        except NotFound:
-            return
-        self.remember(stored)
-        PLACEMENTS.labels(Reason.ALL_NODES.value).inc()
-        self.recorder.tell(
-            reference(stored), "Normal", "AllNodes", message, ip=body["spec"]["ip"], node=node
-        )
-
-    async def _delete_per_node(self, obj: Obj) -> None:
-        name = name_of(obj)
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        try:
-            deleted = await self.writer.delete(IPCLAIMS, name, resource_version=rv)
-        except Conflict:
-            return  # changed meanwhile: the next pass looks again
-        if deleted:
-            log.info("per_node_claim.deleted", claim=name, node=node_of(obj))
-
-    def _start(
-        self, name: str, decision: Decision | None, write: Coroutine[Any, Any, None]
-    ) -> None:
-        self._pending[name] = decision
-        task = asyncio.create_task(write, name=f"place-{name}")
-        self._tasks.add(task)
-        task.add_done_callback(lambda t: self._finished(name, t))
-
-    def _finished(self, name: str, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._pending.pop(name, None)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
-            self._deferred.discard(name)
-            log.warning("placement.write_failed", claim=name, error=repr(exc))
-            self.kick(1.0)  # the writer already retried; look again a little later
-        elif name in self._deferred:
-            self._deferred.discard(name)
-            self.kick(0.0)  # e.g. its target died while the write was in flight
 
     async def _apply(self, d: Decision, obj: Obj) -> None:
         if d.no_live_node:
@@ -394,7 +247,7 @@ class Placer:
             )
         except NotFound:
             return
-        self.remember(stored)
+        self.writes.remember(stored)
         if node_of(stored) != d.to_node or is_all_nodes(stored) != d.all_nodes:
             log.info(
                 "placement.skipped",
@@ -416,7 +269,7 @@ class Placer:
             stored = await self.writer.update_status(IPCLAIMS, d.claim, scheduled_status(message))
         except NotFound:
             return
-        self.remember(stored)
+        self.writes.remember(stored)
         PLACEMENTS.labels(d.reason.value).inc()
         told = self.services.placed(stored, d)
         type_, reason = _EVENT[d.reason]
@@ -517,7 +370,7 @@ class Placer:
             return
         if stored.get("status") == obj.get("status"):
             return  # already reported
-        self.remember(stored)
+        self.writes.remember(stored)
         told = self.services.unplaceable(stored, d)
         self.recorder.tell(
             reference(stored),
@@ -535,11 +388,11 @@ class Placer:
             stored = await self.writer.update(
                 IPCLAIMS, name, place(node, node, all_nodes=is_all_nodes(obj) and not node)
             )
-            self.remember(stored)
+            self.writes.remember(stored)
             if node_of(stored) == node:
                 text = f"on {node}" if node else "policy all"
                 stored = await self.writer.update_status(IPCLAIMS, name, scheduled_status(text))
-                self.remember(stored)
+                self.writes.remember(stored)
         except NotFound:
             return
         log.info("claim.repaired", claim=name, node=node or None)
