@@ -108,8 +108,13 @@ class PoolViews:
         self._memo: dict[str, tuple[str, PoolView]] = {}
 
     def build(self, objs: Iterable[Obj]) -> dict[str, PoolView]:
+        """The views of the pools whose addresses live on node links. Cloud pools
+        (``spec.provider``) are `eipctl nodeips`'s alone, as for the allocator: a Service
+        naming one of their addresses gets no claim from the scheduler."""
         views: dict[str, PoolView] = {}
         for obj in objs:
+            if (obj.get("spec") or {}).get("provider"):
+                continue
             meta = obj.get("metadata") or {}
             name, rv = str(meta.get("name") or ""), str(meta.get("resourceVersion") or "")
             memo = self._memo.get(name)

@@ -60,6 +60,15 @@ def test_manual_pool_lookup_and_memo() -> None:
     assert set(views.build(objs[:1])) == {"b"}
 
 
+def test_a_cloud_pool_is_left_to_nodeips() -> None:
+    views = PoolViews()
+    built = views.build(
+        [pool("eip", cidr="192.0.2.0/24", allowManual=True, provider="aws"), pool("l", cidr="")]
+    )
+    assert "eip" not in built
+    assert views.manual_pool_for(built, ipaddress.ip_address("192.0.2.7")) is None
+
+
 def test_cluster_for_applies_selectors() -> None:
     views = PoolViews().build(
         [
