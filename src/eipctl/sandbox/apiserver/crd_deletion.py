@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from .resources import CRD_KEY, ResourceType
+from .system_fields import now_rfc3339
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -57,8 +58,6 @@ def create_refused(rt: ResourceType) -> errors.ApiError:
 
 
 def _with_condition(crd: Obj, reason: str, message: str, status: str = "True") -> Obj:
-    from .engine import now_rfc3339
-
     out = dict(crd)
     st = dict(crd.get("status") or {})
     conds = [c for c in st.get("conditions") or [] if c.get("type") != "Terminating"]
@@ -98,8 +97,6 @@ def keep_terminating(new: Obj, old: Obj) -> None:
 def begin(engine: Engine, rt: ResourceType, crd: Obj, dry_run: bool) -> Obj:
     """The first DELETE of a CRD: mark it and start deleting its instances; returns the CRD
     as marked (what the DELETE answers)."""
-    from .engine import now_rfc3339
-
     meta = dict(crd["metadata"])
     meta["deletionTimestamp"] = now_rfc3339()
     meta["deletionGracePeriodSeconds"] = 0

@@ -6,10 +6,7 @@ of revisions, and a watch from revision R replays exactly the events after R.
 
 from __future__ import annotations
 
-import random
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -17,8 +14,10 @@ import structlog
 from . import crd_deletion, errors, strategies
 from .hub import WatchHub
 from .plugins import Plugins
+from .preconditions import check_delete_preconditions, check_update_preconditions
 from .resources import CRD_KEY, Registry, ResourceType
 from .selectors import Predicate
+from .system_fields import fill_name, now_rfc3339, replacement, stamp_created
 from .watch import Event, Watcher
 
 if TYPE_CHECKING:
@@ -31,48 +30,7 @@ ObjList = list[Obj]  # aliases: Store.list shadows the builtin in the subclass
 WatcherList = list[Watcher]
 AdmissionHook = Callable[[str, ResourceType, Obj, Obj | None, str | None, bool], None]
 """(operation, type, new object, old object, subresource, dry run); raises ApiError to deny."""
-_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-CONDITIONAL_ONLY = frozenset(
-    {
-        CRD_KEY,
-        ("coordination.k8s.io", "leases"),
-        ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
-        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
-    }
-)
-"""Built-in kinds whose strategy says AllowUnconditionalUpdate() false (custom resources too):
-a PUT must carry metadata.resourceVersion. Core kinds, RBAC and apps allow it."""
-
-
-def needs_resource_version(rt: ResourceType) -> bool:
-    """Whether a replacement without metadata.resourceVersion is refused (422)."""
-    return rt.from_crd or rt.key in CONDITIONAL_ONLY
-
-
-def storage_key(rt: ResourceType, namespace: str, name: str) -> str:
-    """The etcd key Kubernetes keeps the object under (it shows in precondition failures)."""
-    prefix = f"{rt.group}/{rt.plural}" if rt.from_crd or rt.key == CRD_KEY else rt.plural
-    if rt.key == ("", "services"):
-        prefix = "services/specs"
-    where = f"{namespace}/{name}" if namespace else name
-    return f"/registry/{prefix}/{where}"
-
-
-def precondition_failed(rt: ResourceType, namespace: str, name: str, what: str) -> errors.ApiError:
-    """409 as etcd's precondition check words it, wrapped by the registry as a Conflict."""
-    return errors.conflict(
-        rt.group,
-        rt.plural,
-        name,
-        f"StorageError: invalid object, Code: 4, Key: {storage_key(rt, namespace, name)}, "
-        f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: {what}",
-    )
-
-
-def now_rfc3339() -> str:
-    """Timestamps as the apiserver writes them: UTC, whole seconds, Z."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Engine:
@@ -155,43 +113,13 @@ class Engine:
         namespace = self._check_namespace(rt, namespace or body_ns or "")
         if rt.from_crd and crd_deletion.terminating(self, rt):
             raise crd_deletion.create_refused(rt)
-        if not meta.get("name"):
-            prefix = meta.get("generateName")
-            if not prefix:
-                raise errors.invalid(
-                    rt.group,
-                    rt.kind,
-                    "",
-                    [
-                        {
-                            "reason": "FieldValueRequired",
-                            "field": "metadata.name",
-                            "message": "Required value: name or generateName is required",
-                        }
-                    ],
-                )
-            meta["name"] = prefix + "".join(random.choices(_NAME_CHARS, k=5))
+        fill_name(rt, meta)
         name = meta["name"]
         strategies.check_name(rt, name)
         bucket = self._bucket(rt)
         if (namespace, name) in bucket:
             raise errors.already_exists(rt.group, rt.plural, name)
-        obj["apiVersion"], obj["kind"] = rt.group_version, rt.kind
-        for k in (
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "managedFields",
-            "resourceVersion",
-        ):
-            meta.pop(k, None)
-        if rt.namespaced:
-            meta["namespace"] = namespace
-        else:
-            meta.pop("namespace", None)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_rfc3339()
-        if strategies.has_generation(rt):
-            meta["generation"] = 1
+        stamp_created(rt, namespace, obj)
         strategies.prepare_create(rt, obj, self)
         self.plugins.admit("CREATE", rt, obj, None, None, dry_run)
         if self.admission is not None:
@@ -230,40 +158,10 @@ class Engine:
                 f"the URL ({name})"
             )
         old_meta = old["metadata"]
-        self._check_update_preconditions(
+        check_update_preconditions(
             rt, namespace=namespace, name=name, meta=meta, old_meta=old_meta, from_patch=from_patch
         )
-        if subresource == "status":
-            new = {k: v for k, v in old.items() if k != "status"}
-            if "status" in body:
-                new["status"] = body["status"]
-            new["metadata"] = dict(old_meta)
-        else:
-            new = dict(body)
-            new["metadata"] = dict(meta)
-            if rt.has_status:
-                new.pop("status", None)
-                if "status" in old:
-                    new["status"] = old["status"]
-            for k in (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ):
-                if k in old_meta:
-                    new["metadata"][k] = old_meta[k]
-                else:
-                    new["metadata"].pop(k, None)
-            new["metadata"].pop("managedFields", None)
-        new["apiVersion"], new["kind"] = rt.group_version, rt.kind
-        new["metadata"]["name"] = name
-        if rt.namespaced:
-            new["metadata"]["namespace"] = namespace
-        else:
-            new["metadata"].pop("namespace", None)
-        new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
+        new = replacement(rt, body, old, namespace=namespace, name=name, subresource=subresource)
         strategies.check_finalizers(rt, new, old)
         strategies.prepare_update(rt, new, old, subresource, self)
         if rt.key == CRD_KEY:
@@ -276,65 +174,6 @@ class Engine:
         if new == old or dry_run:
             return old if new == old else new
         return self._commit_update(rt, namespace, name, new, old)
-
-    def _check_update_preconditions(
-        self,
-        rt: ResourceType,
-        *,
-        namespace: str,
-        name: str,
-        meta: Obj,
-        old_meta: Obj,
-        from_patch: bool,
-    ) -> None:
-        """What the generic registry checks before an update: a uid in a PUT body is a
-        precondition (409); a patch may not change it (422, immutable); then the
-        resourceVersion, which kinds that refuse unconditional updates require (422)."""
-        want_uid = meta.get("uid")
-        if want_uid and want_uid != old_meta["uid"]:
-            if from_patch:
-                raise errors.invalid(
-                    rt.group,
-                    rt.kind,
-                    name,
-                    [
-                        {
-                            "reason": "FieldValueInvalid",
-                            "field": "metadata.uid",
-                            "message": f'Invalid value: "{want_uid}": field is immutable',
-                        }
-                    ],
-                )
-            raise precondition_failed(
-                rt,
-                namespace,
-                name,
-                f"UID in precondition: {want_uid}, UID in object meta: {old_meta['uid']}",
-            )
-        want_rv = meta.get("resourceVersion")
-        if want_rv:
-            if want_rv != old_meta["resourceVersion"]:
-                raise errors.conflict(
-                    rt.group,
-                    rt.plural,
-                    name,
-                    "the object has been modified; "
-                    "please apply your changes to the latest version and try again",
-                )
-        elif needs_resource_version(rt) and not from_patch:
-            # the registry names the resource, not the kind, here (store.go, qualifiedKind)
-            raise errors.invalid(
-                rt.group,
-                rt.plural,
-                name,
-                [
-                    {
-                        "reason": "FieldValueInvalid",
-                        "field": "metadata.resourceVersion",
-                        "message": "Invalid value: 0x0: must be specified for an update",
-                    }
-                ],
-            )
 
     def _commit_update(
         self, rt: ResourceType, namespace: str, name: str, new: Obj, old: Obj
@@ -373,22 +212,7 @@ class Engine:
         namespace = namespace if rt.namespaced else ""
         old = self.get_object(rt, namespace, name)
         meta = old["metadata"]
-        pre = preconditions or {}
-        if pre.get("uid") and pre["uid"] != meta["uid"]:
-            raise precondition_failed(
-                rt,
-                namespace,
-                name,
-                f"UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
-            )
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-            raise precondition_failed(
-                rt,
-                namespace,
-                name,
-                f"ResourceVersion in precondition: {pre['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta['resourceVersion']}",
-            )
+        check_delete_preconditions(rt, namespace, name, meta, preconditions)
         if rt.key == CRD_KEY and not meta.get("deletionTimestamp"):
             # the apiextensions registry: mark, add the cleanup finalizer, delete instances
             return crd_deletion.begin(self, rt, old, dry_run)
