@@ -255,6 +255,30 @@ def test_sigterm_stops_a_sandbox_cleanly(tmp_path: Path) -> None:
     assert not (state / "control.sock").exists()
 
 
+def test_a_reader_that_goes_away_stops_the_sandbox_cleanly(tmp_path: Path) -> None:
+    """`eipctl sandbox | head -2`: the pipe closes under it; it stops, exit 0, no traceback."""
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eipctl", "sandbox", "--nodes", "2", "--services", "2",
+         "--duration", "120s", "--state-dir", str(state), "--kubeconfig-out", str(tmp_path / "k")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        assert first, "the sandbox printed its first line"
+        proc.stdout.close()  # the reader goes; the next line the sandbox writes breaks the pipe
+        assert proc.wait(timeout=90) == 0
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert pids_naming(str(state)) == []
+
+
 def test_sandbox_control_without_a_sandbox(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "eipctl", "sandbox", "status", "--state-dir", str(tmp_path)],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
 import signal
 import sys
@@ -147,14 +148,39 @@ async def _run(settings: SandboxSettings) -> int:
     if tty:
         out.write("\x1b[?25l")  # hide the cursor while the table redraws
         sandbox.set_header(keys=keys.start())
+    reader_gone = False
     try:
         await sandbox.run(stop)
+    except BrokenPipeError:  # `eipctl sandbox | head`: stop, as ping or kubectl -w do
+        reader_gone = True
+        log.info("sandbox.output_closed")
     finally:
         keys.stop()
         await sandbox.shutdown()
-        if tty:
-            out.write("\x1b[?25h")
-        for line in sandbox.summary():
-            out.write(line + "\n")
-        out.flush()
+        if not reader_gone:
+            reader_gone = not _write_lines(
+                out, (["\x1b[?25h"] if tty else []) + [f"{line}\n" for line in sandbox.summary()]
+            )
+    if reader_gone:
+        _silence_stdout()
     return EXIT_OK
+
+
+def _write_lines(out: TextIO, lines: list[str]) -> bool:
+    """False if the reader of `out` has gone."""
+    try:
+        out.write("".join(lines))
+        out.flush()
+    except BrokenPipeError:
+        return False
+    return True
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's flush at exit does not fail on
+    the closed pipe (and turn a clean stop into exit 120 and a traceback)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
