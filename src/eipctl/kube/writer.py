@@ -334,10 +334,14 @@ class SerializedWriter:
                 stored: Obj = await self._call(lambda: self.api.create(ref, obj))
                 WRITER_WRITES.labels(ref.plural, "create").inc()
                 return stored
-            except AlreadyExists:
+            except AlreadyExists as taken:
                 if ambiguous and write_id:
                     ns = meta.get("namespace") if ref.namespaced else None
-                    current: Obj = await self._reread((ref, ns, meta["name"]))
+                    try:
+                        current: Obj = await self._reread((ref, ns, meta["name"]))
+                    except NotFound:
+                        # gone since: ours deleted, or theirs; the caller decides again
+                        raise taken from None
                     if landed(current, obj, None, write_id):
                         WRITER_WRITES.labels(ref.plural, "create").inc()
                         return current

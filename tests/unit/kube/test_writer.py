@@ -171,6 +171,27 @@ async def test_a_refused_create_while_someone_else_takes_the_name_is_already_exi
     assert WRITE_ID not in (theirs["metadata"].get("annotations") or {})
 
 
+async def test_a_name_taken_and_freed_again_during_a_retried_create_is_already_exists() -> None:
+    """After an ambiguous failure the create finds the name taken, and by the re-read the
+    object is gone again: the caller hears AlreadyExists (it handles that: the name was
+    someone's), not a NotFound from a create."""
+
+    class TakenThenFreed(RefusingApi):
+        async def get(
+            self, ref: Any, name: str, namespace: str | None = None, sub: Any = None
+        ) -> Obj:
+            self.objects.pop(("ipclaims", name), None)  # deleted just before the re-read
+            return await super().get(ref, name, namespace, sub)
+
+    api = TakenThenFreed()
+    api.refuse["create"] = [error_for(503)]
+    api.put(IPCLAIMS, claim("c1", holder="someone-else"))
+    w = SerializedWriter(api, fast())
+    with pytest.raises(AlreadyExists):
+        await w.create(IPCLAIMS, claim("c1", holder="us"))
+    assert api.calls[-1] == "get"
+
+
 async def test_update_of_missing_object_and_delete_idempotence() -> None:
     api = FakeApi()
     w = SerializedWriter(api, fast())
