@@ -66,12 +66,12 @@ from eipctl.sandbox.testbed import (
 )
 from eipctl.sandbox.testbed.network import LINK, POOL4
 from eipctl.sandbox.testbed.pools import SELECTOR_LABEL, labelled_pool
+from eipctl.sandbox.testbed.router import FarClient
 from eipctl.sandbox.testbed.routing import (
     BFD_INTERVAL_MS,
     BFD_MULTIPLIER,
     ROUTER4,
     ROUTER6,
-    FarClient,
     router_peer,
 )
 from figures import machine, percentile, skip_unless_root

@@ -14,6 +14,7 @@ import pytest
 
 from eipctl.sandbox.namespaces import list_namespaces
 from eipctl.sandbox.testbed import BedOptions, LocalBed, routing_unavailable
+from eipctl.sandbox.testbed.frr import FrrNode, add_bgp_link
 from eipctl.sandbox.testbed.network import NodeNet
 from eipctl.sandbox.testbed.routing import (
     BFD_INTERVAL_MS,
@@ -23,8 +24,6 @@ from eipctl.sandbox.testbed.routing import (
     ROUTER4,
     ROUTER6,
     ROUTER_ASN,
-    FrrNode,
-    add_bgp_link,
 )
 
 pytestmark = [pytest.mark.netns]

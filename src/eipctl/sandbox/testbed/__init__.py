@@ -5,9 +5,10 @@ same user-level checks at a real cluster. Its namespaces and API relays are the 
 (`eipctl.sandbox.namespaces`, `eipctl.sandbox.relay`).
 """
 
-from eipctl.sandbox.testbed.bed import BedOptions, LocalBed
+from eipctl.sandbox.testbed.bed import LocalBed
 from eipctl.sandbox.testbed.client import ArpWatch, Client, ProbeSeries
 from eipctl.sandbox.testbed.emulator import AdminError, Emulator
+from eipctl.sandbox.testbed.frr import FrrNode
 from eipctl.sandbox.testbed.pools import (
     LEASE_NAMESPACE,
     POOL_TINY,
@@ -18,7 +19,9 @@ from eipctl.sandbox.testbed.pools import (
 )
 from eipctl.sandbox.testbed.processes import Process, install_signal_handlers, wait_for
 from eipctl.sandbox.testbed.remote import RemoteCluster
-from eipctl.sandbox.testbed.routing import FarClient, FrrNode, Router, routing_unavailable
+from eipctl.sandbox.testbed.router import FarClient, Router
+from eipctl.sandbox.testbed.routing import routing_unavailable
+from eipctl.sandbox.testbed.state import BedOptions
 
 __all__ = [
     "LEASE_NAMESPACE",
