@@ -479,12 +479,8 @@ def parses(check: Callable[[str], object], text: str) -> bool:
 @settings(deadline=None)
 @given(garbage | ip_texts() | st.builds("{}/{}".format, ip_texts(), st.integers(0, 200)))
 def test_resource_parsers_agree_with_patterns(text: str) -> None:
-    """from_dict accepts exactly what the API server would have let in, except IPv4-mapped
-    IPv6 in hex (::ffff:102:304), which Kubernetes' isIP/isCIDR refuse and
-    eipctl.core.fields still accepts (test_v4_mapped_hex_is_refused)."""
-    if v4_mapped(text):
-        assert not (ip_ok(text) or cidr_ok(text) or ip_or_cidr_ok(text))
-        return
+    """from_dict accepts exactly what the API server would have let in, IPv4-mapped IPv6 in
+    any spelling included (refused by both)."""
     assert parses(lambda t: check_ip(t, "f"), text) is ip_ok(text)
     assert parses(lambda t: check_network(t, "f"), text) is cidr_ok(text)
     assert parses(lambda t: check_network(t, "f", bare_ip=True), text) is ip_or_cidr_ok(text)
@@ -492,10 +488,12 @@ def test_resource_parsers_agree_with_patterns(text: str) -> None:
 
 def test_v4_mapped_hex_is_refused() -> None:
     """The one narrowing from the regex patterns: Kubernetes' isIP/isCIDR refuse IPv4-mapped
-    IPv6 however it is spelled, so the CRDs do too (from_dict does not, yet)."""
+    IPv6 however it is spelled, so the CRDs do too, and so does from_dict."""
     for text in ("::ffff:102:304", "::FFFF:cb00:7107", "::ffff:0:0"):
         assert not ip_ok(text) and not range_ip_ok(text) and not address_ok(text)
         assert not cidr_ok(f"{text}/128") and not ip_or_cidr_ok(f"{text}/96")
+        assert not parses(lambda t: check_ip(t, "f"), text)
+        assert not parses(lambda t: check_network(t, "f"), f"{text}/128")
     assert ip_ok("::fffe:102:304") and ip_ok("64:ff9b::102:304")
 
 
@@ -732,9 +730,6 @@ def test_password_rule_agrees_with_parser(text: str) -> None:
 @settings(deadline=None)
 @given(garbage | ip_texts())
 def test_peer_address_rule_agrees_with_parser(text: str) -> None:
-    if v4_mapped(text):  # refused by the CRD; eipctl.core.fields accepts (see above)
-        assert not peer_address_ok(text)
-        return
     assert peer_address_ok(text) is parses(lambda t: check_ip(t, "f"), text)
 
 

@@ -116,8 +116,11 @@ def _ip_problem(text: str) -> str | None:
         address = ipaddress.ip_address(text)
     except ValueError:
         return "is not an IP address"
-    if address.version == 6 and ("%" in text or "." in text):
-        return "is not a plain IPv6 address (no zone, no dotted quad)"
+    if isinstance(address, ipaddress.IPv6Address):
+        if "%" in text or "." in text:
+            return "is not a plain IPv6 address (no zone, no dotted quad)"
+        if address.ipv4_mapped is not None:  # refused by the schema's isIP, in hex too
+            return f"is an IPv4-mapped IPv6 address (write {address.ipv4_mapped})"
     return None
 
 
