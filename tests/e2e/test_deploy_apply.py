@@ -40,6 +40,7 @@ from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.runtime.settings import ENV_PREFIX, flag_specs, load_config_file
 from eipctl.sandbox.apiserver import ApiServer
+from operator_deploy import KEY_FILE, deploy_with_key
 
 pytestmark = pytest.mark.kubectl
 
@@ -52,7 +53,6 @@ PROXY = "kube-rbac-proxy"  # the controller's sidecar: its metrics, authenticate
 FRR, RELOADER, FRR_FILES = "frr", "frr-reloader", "frr-files"
 FRR_IMAGE = "quay.io/frrouting/frr"
 FRR_STARTUP = "eipctl-frr-startup"  # the Component's ConfigMap (a generated name: a hash added)
-KEY_FILE = "liveness.key"  # the operator writes it; kustomization.yaml makes the Secret of it
 LIVENESS_SECRET = "eipctl-liveness"
 NAMESPACE = "eipctl-system"
 # what the downward API would give the containers' env (fieldRef) on a node
@@ -104,15 +104,6 @@ async def kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str]:
     out, _ = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
     return proc.returncode, out.decode()
-
-
-def deploy_with_key(where: Path) -> Path:
-    """A copy of deploy/ under `where` as an operator has it: with a liveness key of its own
-    (`head -c 32 /dev/urandom | base64`; a local deploy/liveness.key is not copied)."""
-    copy = where / "deploy"
-    shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns(KEY_FILE))
-    (copy / KEY_FILE).write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
-    return copy
 
 
 async def rendered(kubeconfig: Path, home: Path, *dirs: Path) -> list[dict[str, Any]]:

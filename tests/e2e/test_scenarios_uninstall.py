@@ -32,7 +32,6 @@ from typing import Any
 import pytest
 import yaml
 from story_sandbox import kubectl_binary
-from test_deploy_apply import deploy_with_key
 
 from eipctl.core.naming import POOL_FINALIZER
 from eipctl.sandbox.namespaces import why_unavailable
@@ -44,6 +43,7 @@ from eipctl.sandbox.testbed.checks import (
     wait_bound,
     wait_for_ips,
 )
+from operator_deploy import deploy_with_key
 
 SYSTEM = "eipctl-system"
 GROUP = "eipctl.io"

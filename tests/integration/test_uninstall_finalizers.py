@@ -16,9 +16,7 @@ Also: `kubectl delete --dry-run=server` deletes nothing.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from test_allocator_support import allocator, eventually
 from eipctl.core.naming import POOL_FINALIZER
 from eipctl.kube.client import IPCLAIMPOOLS, KubeApi
 from eipctl.sandbox.apiserver import ApiServer
+from operator_deploy import deploy_with_key
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 POOL_CRD = "ipclaimpools.eipctl.io"
@@ -70,10 +69,7 @@ def kubectl(kubeconfig_path: Path, tmp_path: Path) -> Kubectl:
 @pytest.fixture
 def deploy(tmp_path: Path) -> Path:
     """deploy/ as an operator has it: with a liveness key of its own."""
-    copy = tmp_path / "deploy"
-    shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("liveness.key"))
-    (copy / "liveness.key").write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
-    return copy
+    return deploy_with_key(tmp_path)
 
 
 async def _has_finalizer(api: KubeApi) -> bool:

@@ -72,6 +72,9 @@ class Kube:
         """``ip_families``: the Service's spec.ipFamilies; without it the API server defaults
         the cluster's primary family (IPv4 here), as a real one does."""
         spec: dict[str, Any] = {"ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}
+        if ip_families is not None:
+            spec["ipFamilies"] = ip_families
+            spec["ipFamilyPolicy"] = "SingleStack" if len(ip_families) == 1 else "RequireDualStack"
         annotations = {}
         if annotation is not None:
             annotations["external-ip"] = annotation
@@ -87,9 +90,6 @@ class Kube:
             },
             "spec": spec,
         }
-        if ip_families is not None:
-            policy = "SingleStack" if len(ip_families) == 1 else "RequireDualStack"
-            body["spec"] = {**spec, "ipFamilies": ip_families, "ipFamilyPolicy": policy}
         return self._raw(self.core.create_namespaced_service, namespace, body)
 
     def service(self, name: str, namespace: str = NAMESPACE) -> Obj | None:
