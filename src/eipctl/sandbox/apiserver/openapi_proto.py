@@ -13,8 +13,9 @@ protobuf from its JSON (``ToProtoBinary``), and covers what that document holds:
 Info, Paths/PathItem/Operation (without parameters and responses), Definitions, Schema with
 TypeItem, ItemsItem, AdditionalPropertiesItem, Properties, ExternalDocs, and vendor extensions
 (``x-...``) and other free values (``default``, ``enum``, ``example``) as ``Any{yaml}``, the
-YAML being the value's JSON text. Zero scalars are left out, as proto3 does (so a ``minimum``
-of 0 is lost, as it is from a real server). The decoder is the inverse, for tests.
+YAML being the value's JSON text (the field table: openapi_proto_messages.py). Zero scalars
+are left out, as proto3 does (so a ``minimum`` of 0 is lost, as it is from a real server). The
+decoder is the inverse, for tests.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from .errors import ApiError
+from .openapi_proto_messages import BY_NUMBER, EXT, MESSAGES, Field
 from .protobuf_wire import (
     I64,
     LEN,
@@ -50,93 +52,6 @@ _ACCEPTED = (
     ("application", "com.github.proto-openapi.spec.v2@v1.0+protobuf", MEDIA_PROTOBUF),
     ("application", "com.github.proto-openapi.spec.v2.v1.0+protobuf", MEDIA_PROTOBUF),
 )
-
-# --- the messages: JSON key -> (field number, kind, message) ---------------------------------
-# kinds: str, strs (repeated string), bool, int (int64), double, msg, msgs (repeated message),
-# any / anys (Any{yaml}), named (a JSON object as repeated Named<message>{1: name, 2: value}),
-# types (TypeItem), items (ItemsItem), extra (AdditionalPropertiesItem)
-Field = tuple[int, str, str]
-_EXT = "x-"
-MESSAGES: dict[str, dict[str, Field]] = {
-    "Document": {
-        "swagger": (1, "str", ""),
-        "info": (2, "msg", "Info"),
-        "host": (3, "str", ""),
-        "basePath": (4, "str", ""),
-        "schemes": (5, "strs", ""),
-        "consumes": (6, "strs", ""),
-        "produces": (7, "strs", ""),
-        "paths": (8, "msg", "Paths"),
-        "definitions": (9, "named", "Schema"),
-        "externalDocs": (15, "msg", "ExternalDocs"),
-        _EXT: (16, "ext", ""),
-    },
-    "Info": {
-        "title": (1, "str", ""),
-        "version": (2, "str", ""),
-        "description": (3, "str", ""),
-        "termsOfService": (4, "str", ""),
-        _EXT: (7, "ext", ""),
-    },
-    "Paths": {_EXT: (1, "ext", ""), "": (2, "paths", "PathItem")},
-    "PathItem": {
-        "$ref": (1, "str", ""),
-        "get": (2, "msg", "Operation"),
-        "put": (3, "msg", "Operation"),
-        "post": (4, "msg", "Operation"),
-        "delete": (5, "msg", "Operation"),
-        "options": (6, "msg", "Operation"),
-        "head": (7, "msg", "Operation"),
-        "patch": (8, "msg", "Operation"),
-        _EXT: (10, "ext", ""),
-    },
-    "Operation": {
-        "tags": (1, "strs", ""),
-        "summary": (2, "str", ""),
-        "description": (3, "str", ""),
-        "externalDocs": (4, "msg", "ExternalDocs"),
-        "operationId": (5, "str", ""),
-        "produces": (6, "strs", ""),
-        "consumes": (7, "strs", ""),
-        "schemes": (10, "strs", ""),
-        "deprecated": (11, "bool", ""),
-        _EXT: (13, "ext", ""),
-    },
-    "ExternalDocs": {"description": (1, "str", ""), "url": (2, "str", ""), _EXT: (3, "ext", "")},
-    "Schema": {
-        "$ref": (1, "str", ""),
-        "format": (2, "str", ""),
-        "title": (3, "str", ""),
-        "description": (4, "str", ""),
-        "default": (5, "any", ""),
-        "multipleOf": (6, "double", ""),
-        "maximum": (7, "double", ""),
-        "exclusiveMaximum": (8, "bool", ""),
-        "minimum": (9, "double", ""),
-        "exclusiveMinimum": (10, "bool", ""),
-        "maxLength": (11, "int", ""),
-        "minLength": (12, "int", ""),
-        "pattern": (13, "str", ""),
-        "maxItems": (14, "int", ""),
-        "minItems": (15, "int", ""),
-        "uniqueItems": (16, "bool", ""),
-        "maxProperties": (17, "int", ""),
-        "minProperties": (18, "int", ""),
-        "required": (19, "strs", ""),
-        "enum": (20, "anys", ""),
-        "additionalProperties": (21, "extra", ""),
-        "type": (22, "types", ""),
-        "items": (23, "items", ""),
-        "allOf": (24, "msgs", "Schema"),
-        "properties": (25, "named", "Schema"),
-        "discriminator": (26, "str", ""),
-        "readOnly": (27, "bool", ""),
-        "externalDocs": (29, "msg", "ExternalDocs"),
-        "example": (30, "any", ""),
-        _EXT: (31, "ext", ""),
-    },
-}
-_BY_NUMBER = {m: {f[0]: (k, f) for k, f in fields.items()} for m, fields in MESSAGES.items()}
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -182,15 +97,15 @@ def encode(message: str, obj: Obj) -> bytes:
     them; keys the message does not have are left out."""
     fields = MESSAGES[message]
     parts: list[tuple[int, bytes]] = []
-    exts = [(k, v) for k, v in obj.items() if k.startswith(_EXT)]
+    exts = [(k, v) for k, v in obj.items() if k.startswith(EXT)]
     for key, (number, kind, sub) in fields.items():
-        if key == _EXT:
+        if key == EXT:
             data = b"".join(len_field(number, _named(k, _any(v))) for k, v in exts)
         elif kind == "paths":  # every key of a Paths object that is not an extension
             data = b"".join(
                 len_field(number, _named(k, encode(sub, v)))
                 for k, v in obj.items()
-                if not k.startswith(_EXT) and isinstance(v, dict)
+                if not k.startswith(EXT) and isinstance(v, dict)
             )
         elif key not in obj:
             continue
@@ -258,7 +173,7 @@ def document_bytes(doc: Obj) -> bytes:
 
 def decode(message: str, data: bytes) -> Obj:
     """The JSON object of a `message`; unknown fields are skipped, wrong wire types refused."""
-    by_number = _BY_NUMBER[message]
+    by_number = BY_NUMBER[message]
     out: Obj = {}
     for number, wire_type, value in iter_fields(data):
         hit = by_number.get(number)
