@@ -216,9 +216,11 @@ async def test_leaving_all_with_no_live_node_keeps_the_copies(
             )
 
         await eventually(waiting, what="NoLiveNode: the claims wait for a node")
-        assert sched.placer is not None
-        await sched.placer.reconcile()  # decides NoLiveNode again, and has nothing to write
-        assert sched.placer.in_flight == 0
+        placer = sched.placer
+        assert placer is not None
+        await eventually(lambda: placer.in_flight == 0, what="the reports' writes done")
+        await placer.reconcile()  # decides NoLiveNode again, and has nothing to write
+        assert placer.in_flight == 0
         passes = sched.placement_passes
         await asyncio.sleep(0.5)
         assert sched.placement_passes - passes < 10  # no pass after pass while they wait

@@ -44,13 +44,22 @@ class BedOptions:
     bgp: bool = False  # a BGP router (bird), a far client and FRR in every node (routing.py)
 
 
+def _fresh_run_dir(base: Path) -> Path:
+    """``<base>/eipctl-e2e-<pid>-<n>``, a name not taken: a kept run directory of an
+    earlier process with the same (reused) PID stays as it was."""
+    while True:
+        path = base / f"{RUN_PREFIX}{os.getpid()}-{next(_beds)}"
+        if not path.exists():
+            return path
+
+
 class BedState:
     """The parts of one bed and the faults in force; empty until `LocalBed.start()`."""
 
     def __init__(self, options: BedOptions | None = None) -> None:
         self.options = options or BedOptions()
         base = Path(os.environ.get("EIPCTL_E2E_RUN_DIR") or tempfile.gettempdir())
-        self.run_dir = base / f"{RUN_PREFIX}{os.getpid()}-{next(_beds)}"
+        self.run_dir = _fresh_run_dir(base)
         self.network = Network(self.options.nodes)
         self.loop: BackgroundLoop | None = None
         self.kube: Kube = None  # type: ignore[assignment]
