@@ -156,7 +156,6 @@ class Placer:
         """Completed passes (tests and debugging)."""
         self._pool_views = PoolViews()
         self.writes = ClaimWrites(claims, kick)
-        self._pending = self.writes.pending  # the decisions of the writes in flight
         self.copies = PerNodeCopies(self.writes, writer, recorder)
 
     def is_echo(self, obj: Obj) -> bool:
@@ -195,7 +194,7 @@ class Placer:
         views = []
         for obj in objs:
             view = placement_of(obj)
-            pending = self._pending.get(view.name)
+            pending = self.writes.pending.get(view.name)
             if pending is not None and not pending.no_live_node:
                 view = replace(view, node=pending.to_node, all_nodes=pending.all_nodes)
             views.append(view)
@@ -205,7 +204,7 @@ class Placer:
         room = self._planned_room(started)
         held: list[str] = []
         for d in result.decisions:
-            if d.reason.planned and not d.no_live_node and d.claim not in self._pending:
+            if d.reason.planned and not d.no_live_node and d.claim not in self.writes.pending:
                 if room <= 0:
                     held.append(d.claim)
                     continue
@@ -213,7 +212,7 @@ class Placer:
             if d.reason is Reason.NODE_DEAD and d.from_node:
                 # this pass found it dead before the liveness watcher said so
                 self.dead_since.setdefault(d.from_node, started)
-            if d.claim in self._pending:
+            if d.claim in self.writes.pending:
                 self.writes.defer(d.claim, d)  # decide again once its write is done
             elif d.no_live_node and self._reported(d, by_name[d.claim]):
                 continue  # said already: no write, and no pass woken by one
@@ -230,7 +229,7 @@ class Placer:
         decided = {d.claim for d in result.decisions}
         for obj in objs:
             name = name_of(obj)
-            if name not in decided and name not in self._pending and not consistent(obj):
+            if name not in decided and name not in self.writes.pending and not consistent(obj):
                 self.writes.start(name, None, self._repair(obj))
         self.copies.sync(objs, per_node, cluster, policies)
         PLACEMENT_PASS_SECONDS.observe(self.clock() - started)
@@ -292,7 +291,7 @@ class Placer:
                 del self._planned[name]
         writing = sum(
             1
-            for name, p in self._pending.items()
+            for name, p in self.writes.pending.items()
             if p is not None and p.reason.planned and name not in self._planned
         )
         return PLANNED_IN_FLIGHT - len(self._planned) - writing

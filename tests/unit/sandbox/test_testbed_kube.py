@@ -4,37 +4,26 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import pytest_asyncio
 
 from eipctl.sandbox.apiserver.server import ApiServer
+from eipctl.sandbox.testbed.bed import CRDS
 from eipctl.sandbox.testbed.kube import GROUP, VERSION, Kube
 from eipctl.sandbox.testbed.loop import BackgroundLoop
 
-CRDS = Path(__file__).resolve().parents[3] / "src" / "eipctl" / "crds"
 POOLS = (GROUP, VERSION, "ipclaimpools")
 SPEC = {"cidr": "203.0.113.0/24", "autoAssign": True}
 
 
 @pytest_asyncio.fixture
-async def srv() -> AsyncIterator[ApiServer]:
-    server = ApiServer()
-    await server.start(host="127.0.0.1", port=0)
-    await server.load_crds_from_dir(CRDS)
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-def kube(srv: ApiServer, tmp_path: Path) -> Iterator[Kube]:
+async def kube(apiserver: ApiServer, kubeconfig_path: Path) -> AsyncIterator[Kube]:
+    await apiserver.load_crds_from_dir(CRDS)
     loop = BackgroundLoop("test-kube")
-    helper = Kube(loop, srv.write_kubeconfig(tmp_path / "kubeconfig"))
+    helper = Kube(loop, kubeconfig_path)
     try:
         yield helper
     finally:
