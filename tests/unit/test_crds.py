@@ -116,8 +116,8 @@ def test_manifest_is_valid(where: str, doc: dict[str, Any]) -> None:
         assert [r for r in paths if not (base / r).exists()] == []
     elif doc.get("apiVersion") == "monitoring.coreos.com/v1":
         # the Prometheus operator's kinds (deploy/components/prometheus/): no schema here;
-        # tests/unit/test_deploy_metrics.py checks what they select
-        assert doc.get("kind") == "ServiceMonitor", doc.get("kind")
+        # tests/unit/test_deploy_metrics.py checks what they select and what they alert on
+        assert doc.get("kind") in ("ServiceMonitor", "PrometheusRule"), doc.get("kind")
     else:
         # Raises ValidationError, or SchemaNotFoundError for kinds it does not know (a new
         # third-party CRD instance under deploy/ needs its own branch here).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -302,3 +303,23 @@ def test_host_network_metrics_listen_on_the_loopback_behind_the_proxy(full: list
         for b in of_kind(full, "ClusterRoleBinding")
         if b["roleRef"]["name"] == "eipctl-metrics-reader"
     ] == [[{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}]]
+
+
+METRIC = re.compile(r"\beipctl_[a-z_]+\b")
+
+
+def test_every_shipped_alert_names_a_documented_metric(full: list[Doc]) -> None:
+    """The PrometheusRule's expressions name only metrics docs/metrics.md lists (and so, by
+    test_metrics_catalogue, metrics the code registers); each alert says what it means."""
+    documented = set(METRIC.findall((DEPLOY.parent / "docs" / "metrics.md").read_text()))
+    rules = [
+        r
+        for doc in of_kind(full, "PrometheusRule")
+        for g in doc["spec"]["groups"]
+        for r in g["rules"]
+    ]
+    assert {r["alert"] for r in rules} >= {"EipctlHoldingThroughApiOutage", "EipctlNodeFenced"}
+    for rule in rules:
+        named = set(METRIC.findall(rule["expr"]))
+        assert named and named <= documented, (rule["alert"], named - documented)
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"]

@@ -225,10 +225,18 @@ def test_addresses_already_on_the_link_are_never_re_added_or_removed(
         assert c.address not in actions.remove
     removed = set(actions.remove)
     losers = {id(b.claim) for b in actions.blocked}
+    links_of: dict[object, set[str]] = {}
+    for c in desired:
+        links_of.setdefault(c.address.ip, set()).add(c.address.link)
     for c in desired:
         if id(c) in losers:
             continue
         a = c.address
+        if len(links_of[a.ip]) > 1:
+            # one IP wanted on two links (no claim set a node sees can say so: a claim is
+            # named after its IP): the plan keeps it on one of them, which is not this
+            # property's business
+            continue
         if a.link in observed and (a.ip, a.prefixlen) in observed[a.link].managed:
             # placed here and present: kept (unless another claim for the IP won)
             assert a not in removed

@@ -91,8 +91,23 @@ def test_a_stalled_view_declares_nobody_dead() -> None:
     lv2 = Liveness(1.0)
     lv2.observe("old", 1, 3.0)
     witness(lv2, 5.0, step=0.25, start=3.0)
-    assert not lv2.is_live("old", 9.0)
+    assert lv2.transitions(5.0) == [Transition("old", False), Transition("w", True)]
+    assert not lv2.is_live("old", 9.0)  # declared dead before: it stays dead
     assert lv2.suspects(9.0) == {"w"}
+
+
+def test_nobody_new_is_declared_dead_while_fewer_than_a_quarter_are_heard() -> None:
+    """The leader's half of the outage quorum (core.outage): 1 of 5 heard is too few."""
+    lv = Liveness(1.0)
+    for node in ("a", "b", "c", "d"):
+        lv.observe(node, 1, 0.0)
+    witness(lv, 3.0)  # "w" keeps replying; a..d fall silent at 0.0
+    assert lv.quorum(2.0) is False
+    assert lv.live(2.0) == {"a", "b", "c", "d", "w"}
+    assert lv.suspects(2.0) == {"a", "b", "c", "d"}
+    lv.observe("a", 2, 2.1)  # 2 of 5 heard: a quarter or more
+    assert lv.quorum(2.2) is True
+    assert lv.live(2.2) == {"a", "w"}
 
 
 def test_only_node_never_dies_alone() -> None:
@@ -185,12 +200,14 @@ def test_matches_a_model(beats: list[tuple[float, str, int]], timeout: float, pr
         if node not in value or value[node] != v:
             changed[node], value[node] = t, v
     latest = max(changed.values(), default=float("-inf"))
+    heard = sum(1 for t in changed.values() if probe - t < timeout)
+    quorum = 4 * heard >= len(changed)  # a quarter of the known nodes heard
     for node in ("a", "b", "c"):
         if node not in changed:
             assert not lv.is_live(node, probe)
             continue
         silent = probe - changed[node] >= timeout
-        dead = silent and latest - changed[node] >= timeout / 2
+        dead = silent and latest - changed[node] >= timeout / 2 and quorum
         assert lv.is_live(node, probe) == (not dead)
         assert (node in lv.suspects(probe)) == (silent and not dead)
     deadline = lv.next_death(probe)

@@ -7,15 +7,16 @@ fence's answer to `FenceWatch.report`, so a fence or a restore is counted, logge
 on the same way whoever noticed it.
 
 Fencing runs on our own monotonic clock: the watchdog sleeps until the exact moment the last
-API success becomes `node_timeout` old, so the node fences within a few milliseconds of the
-deadline even while a request hangs.
+reason to hold lapses (`Fence.deadline`: the last API success `node_timeout` old, the last
+agreeing probe of the writer `vouch_window` old, the quorum's word expired), so the node
+fences within a few milliseconds of the deadline even while a request hangs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -34,21 +35,31 @@ class FenceWatch:
     """
 
     def __init__(
-        self, node: str, *, fence: Fence, on_transition: Callable[[FenceTransition], None]
+        self,
+        node: str,
+        *,
+        fence: Fence,
+        on_transition: Callable[[FenceTransition], None],
+        justify: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
+        """``justify``: asked at the deadline, before fencing: True if it renewed a reason to
+        hold (`reachability.ApiReachability.justify`: the API, or the peers' quorum)."""
         self._node = node
         self.fence = fence
         self._on_transition = on_transition
+        self.justify = justify
 
     async def watchdog(self) -> None:
-        """Fence exactly when the last success is `node_timeout` old."""
+        """Fence exactly when the last reason to hold lapses."""
         while True:
             if self.fence.fenced:  # RESTORE comes from an API success (beat or check)
                 await asyncio.sleep(self.fence.node_timeout / 10)
                 continue
-            remaining = self.fence.node_timeout - self.fence.api_silence()
+            remaining = self.fence.deadline() - self.fence.clock()
             if remaining > 0:
                 await asyncio.sleep(remaining)
+                continue
+            if self.justify is not None and await self.justify():
                 continue
             self.report(self.fence.check())
 

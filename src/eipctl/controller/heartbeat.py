@@ -31,7 +31,7 @@ from eipctl.core.ipnode import (
     IpNode,
 )
 from eipctl.kube.client import IPNODES, NODES, Obj
-from eipctl.kube.errors import AlreadyExists, Forbidden, NotFound
+from eipctl.kube.errors import AlreadyExists, Forbidden, NotFound, server_answered
 from eipctl.kube.verbs import Gets, Patches, WritesCreate, WritesUpdate
 
 from .metrics import API_SILENCE, HEARTBEATS
@@ -182,6 +182,10 @@ class Heartbeat:
                     await self._api.patch(IPNODES, self._node, patch, sub="status")
         except Exception as exc:  # ApiError, timeout, or a client bug: never stop beating
             HEARTBEATS.labels("error").inc()
+            if server_answered(exc):  # a 429 or a refusal: the API is there all the same
+                self._on_transition(self.fence.succeeded())
+            else:
+                self.fence.failed()
             self._failures += 1
             if self._failures == 1 or self._failures % 20 == 0:
                 log.warning(

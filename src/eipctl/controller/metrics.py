@@ -105,3 +105,18 @@ HANDOVER_SECONDS = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0),
     registry=REGISTRY,
 )
+OUTAGE_HOLD = Gauge(
+    "eipctl_controller_outage_hold",
+    "1 while this controller keeps its addresses although its own API requests fail, by why "
+    "that is safe: vouched (the writing leader's probes agree with its claims) or quorum "
+    "(most nodes hear no writing leader: the control plane is down). docs/liveness.md.",
+    ["reason"],
+    registry=REGISTRY,
+)
+OUTAGE_VERDICTS = Counter(
+    "eipctl_controller_outage_verdicts",
+    "What the peers' answers said when this controller heard no writer and the API did not "
+    "answer: outage (hold), writer_heard or unknown (let go).",
+    ["verdict"],
+    registry=REGISTRY,
+)

@@ -1,11 +1,11 @@
 """`NodeController`: the controller's tasks wired together, with every edge injected.
 
 Tasks: the claim informer (only claims labelled for this node), the liveness responder
-(answers the schedulers' UDP probes; docs/liveness.md), the API checks and the fence
-watchdog, the reconcile loop, IpNode registration then the API heartbeat, and the resync
-timer. The reconcile loop runs a pass when a claim changes, when the fence changes, when a
-pass asked for a retry, and at least every `renew_interval` (which renews lifetimes and
-repairs drift).
+(answers the schedulers' UDP probes and the peers' queries; docs/liveness.md), the API checks
+and the fence watchdog, the peer list, the reconcile loop, IpNode registration then the API
+heartbeat, and the resync timer. The reconcile loop runs a pass when a claim changes, when
+the fence changes, when a pass asked for a retry, and at least every `renew_interval` (which
+renews lifetimes and repairs drift).
 
 `process.run` builds the real edges (netlink, raw sockets, kubeconfig); the unit tests build
 a `NodeController` with the in-memory link and fake probes against the API emulator.
@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from eipctl.core.fence import Fence, FenceTransition
+from eipctl.core.fence import Fence, FenceTransition, Justification
 from eipctl.core.fields import ResourceError
 from eipctl.core.ipnode import IpNode
 from eipctl.core.liveness_wire import Flag, Keyring
@@ -32,7 +32,7 @@ from eipctl.kube.errors import ApiError, NotFound
 from eipctl.kube.events import EventRecorder, reference
 from eipctl.kube.writer import SerializedWriter
 from eipctl.net.link import Announcer, LinkBackend, Prober
-from eipctl.net.liveness import LivenessResponder
+from eipctl.net.liveness import LivenessResponder, PeerQuerier
 
 from .bgp import FrrConfigWriter
 from .claim_cache import ClaimCache
@@ -40,9 +40,11 @@ from .departure import Departure
 from .fencing import FenceWatch
 from .heartbeat import Endpoint, Heartbeat, register
 from .link_reconciler import LinkReconciler, ReconcilerSettings
+from .peer_list import PeerList
 from .pools import PoolCache
 from .reachability import ApiReachability
 from .status import StatusReporter
+from .vouching import Vouching, loop_clock
 
 log = structlog.get_logger(__name__)
 
@@ -70,14 +72,16 @@ class NodeSettings:
     bgp_secret_namespace: str = "eipctl-system"
 
     @property
+    def vouch_window(self) -> float:
+        """How long one agreeing probe of the writer justifies holding: long enough for the
+        guard to notice the writer's silence (`probe_silence`) and check the API and the
+        peers (another `probe_silence`) before it lapses."""
+        return max(1.0, 2 * self.probe_silence + 0.2)
+
+    @property
     def renew_interval(self) -> float:
         """Lifetime renewal (and drift repair) cadence: three renewals per lifetime."""
         return min(self.address_lifetime / 3, self.resync_interval)
-
-
-def _loop_time() -> float:
-    """The clock of the responder's `last_probe_at`."""
-    return asyncio.get_running_loop().time()
 
 
 class NodeController:
@@ -99,10 +103,11 @@ class NodeController:
         self._api = api
         self._backend = backend
         self._trigger = asyncio.Event()
-        self.fence = Fence(settings.node_timeout, clock)
+        self.fence = Fence(settings.node_timeout, clock, vouch_window=settings.vouch_window)
         self.writer = SerializedWriter(api)
         self.events = EventRecorder(api, "eipctl-controller", host=settings.node)
-        self.claims = ClaimCache(api, settings.node, self._trigger.set)
+        self.claims = ClaimCache(api, settings.node, self._claims_changed)
+        self.vouching = Vouching(settings.node, self.claims, self.fence, loop_clock)
         self.writer.use_cache(IPCLAIMS, self.claims)
         self.status = StatusReporter(self.writer, self.events, settings.node)
         self.pools = PoolCache(api, self._trigger.set) if settings.bgp_link else None
@@ -137,7 +142,23 @@ class NodeController:
         self.responder = (
             None
             if keyring is None
-            else LivenessResponder(settings.node, keyring, flags=self._liveness_flags)
+            else LivenessResponder(
+                settings.node,
+                keyring,
+                flags=self._liveness_flags,
+                on_probe=self.vouching.on_probe,
+                writer_heard_within=settings.probe_silence / 2,
+            )
+        )
+        self.peers = (
+            None
+            if keyring is None or self.responder is None
+            else PeerList(
+                api,
+                settings.node,
+                PeerQuerier(settings.node, keyring, self.responder),
+                probe_silence=settings.probe_silence,
+            )
         )
         self.liveness_endpoint: Endpoint | None = None
         self.reachability = ApiReachability(
@@ -147,9 +168,14 @@ class NodeController:
             probe_silence=settings.probe_silence,
             fence=self.fence,
             on_transition=self.fence_watch.report,
-            last_probe=self._last_probe,
-            clock=_loop_time,
+            last_probe=self._last_writer_probe,
+            ask_peers=None if self.peers is None else self.peers.verdict,
+            mismatch_since=lambda: self.vouching.mismatch_since,
+            relist=self._relist,
+            on_outage=self._on_outage,
+            clock=loop_clock,
         )
+        self.fence_watch.justify = self.reachability.justify
         self.frr = (
             FrrConfigWriter(
                 api=api,
@@ -190,6 +216,8 @@ class NodeController:
         self._spawn(self._reconcile_loop(), "reconcile")
         self._spawn(self._register_then_beat(), "heartbeat")
         self._spawn(self._resync_loop(), "resync")
+        if self.peers is not None:
+            self._spawn(self._peers_after_registration(self.peers), "peers")
         if self.frr is not None:
             self._spawn(self.frr.run(), "frr-config")
         try:
@@ -262,10 +290,36 @@ class NodeController:
         return endpoint[0]
 
     def _liveness_flags(self) -> Flag:
-        return Flag.FENCED if self.fence.fenced else Flag.NONE
+        flags = Flag.FENCED if self.fence.fenced else Flag.NONE
+        if self.fence.api_failing:
+            flags |= Flag.API_STALE
+        return flags
 
-    def _last_probe(self) -> float | None:
-        return None if self.responder is None else self.responder.last_probe_at
+    def _last_writer_probe(self) -> float | None:
+        return None if self.responder is None else self.responder.last_writer_at
+
+    def _claims_changed(self) -> None:
+        self.vouching.claims_changed()
+        self._trigger.set()
+
+    def _relist(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
+        self._refresh = self.claims.start_refresh()
+
+    def _on_outage(self, reason: Justification | None, seconds: float) -> None:
+        node = self.settings.node
+        if reason is not None:
+            log.warning("outage.hold", node=node, reason=reason.value, held_for=round(seconds, 3))
+            return
+        log.warning("outage.over", node=node, held_for=round(seconds, 3))
+        involved = reference(API_VERSION, "IpNode", {"metadata": {"name": node}})
+        self.events.emit(
+            involved,
+            "Normal",
+            "ApiReturned",
+            f"the API answers again after {seconds:.1f}s; {node} kept its addresses meanwhile",
+        )
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.create_task(coro, name=name))
@@ -301,6 +355,10 @@ class NodeController:
         )
         return counter
 
+    async def _peers_after_registration(self, peers: PeerList) -> None:
+        await self.registered.wait()
+        await peers.run()
+
     async def _register_then_beat(self) -> None:
         delay = 0.1
         while True:
@@ -335,7 +393,8 @@ class NodeController:
                 involved,
                 "Warning",
                 "Fenced",
-                f"API unreachable (no answer for up to {timeout:g}s): {node} removed its addresses",
+                f"cut off: no API answer for up to {timeout:g}s, no writing leader vouching "
+                f"and no quorum saying the control plane is down: {node} removed its addresses",
             )
         elif transition is FenceTransition.RESTORE:
             self.events.emit(

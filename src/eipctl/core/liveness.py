@@ -27,12 +27,20 @@ dead once it has shown no change for ``timeout``. The caller passes ``now`` (e.g
   claims moved onto nodes that are just as alive. Silent nodes blocked by this rule are
   ``suspects``. The price: when every node goes silent at once (or the only node does),
   nobody is declared dead, which moves nothing where there was no live target anyway.
+- Partitions: a node is newly declared dead only while at least half of the known nodes are
+  heard (`core.outage.may_declare_deaths`). A controller that holds its addresses through a
+  control-plane outage counts on it: it holds only while more than half of the nodes hear no
+  writing leader, so a leader that returns on the far side of a partition, with fewer than
+  half of the nodes, moves nothing. Silent nodes it spares are suspects too; a node declared
+  dead before stays dead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+
+from eipctl.core.outage import may_declare_deaths
 
 __all__ = ["Liveness", "Transition"]
 
@@ -67,6 +75,10 @@ class Liveness:
         self._reported: dict[str, bool] = {}
         self._latest_change = float("-inf")
         """When the freshest change of any node was seen: how current our view is."""
+        self._quorum_at = float("-inf")
+        self._quorum = True
+        """`may_declare_deaths` as last counted, and when: counting is O(nodes), so it is
+        counted at most every ``timeout / 8``; a stale answer lags by that at most."""
 
     def observe(self, node: str, token: Hashable, now: float, grace: float = 0.0) -> bool:
         """Record that ``node`` showed ``token`` at ``now``; True if it changed.
@@ -101,6 +113,7 @@ class Liveness:
 
     def forget(self, node: str) -> None:
         """The IpNode was deleted."""
+        self._quorum_at = float("-inf")
         self._seen.pop(node, None)
         self._reported.pop(node, None)
 
@@ -110,22 +123,33 @@ class Liveness:
     def is_live(self, node: str, now: float) -> bool:
         """False once ``node`` is silent for ``timeout`` while our view is current (above)."""
         seen = self._seen.get(node)
-        return seen is not None and not self._dead(seen, now)
+        return seen is not None and not self._dead(node, seen, now)
 
     def _silent(self, seen: _Seen, now: float) -> bool:
         return now - seen.changed_at >= seen.timeout
 
-    def _dead(self, seen: _Seen, now: float) -> bool:
+    def _dead(self, node: str, seen: _Seen, now: float) -> bool:
         if seen.fenced:
             return True
         if not self._silent(seen, now):
             return False
-        return self._latest_change - seen.changed_at >= self.timeout / 2
+        if self._latest_change - seen.changed_at < self.timeout / 2:
+            return False
+        # without a quorum nobody new is declared dead; one declared already stays dead
+        return self.quorum(now) or self._reported.get(node) is False
+
+    def quorum(self, now: float) -> bool:
+        """Whether enough nodes are heard to declare any dead (`core.outage`)."""
+        if not self._quorum_at <= now < self._quorum_at + self.timeout / 8:
+            heard = sum(1 for s in self._seen.values() if not s.fenced and not self._silent(s, now))
+            self._quorum = may_declare_deaths(heard, len(self._seen))
+            self._quorum_at = now
+        return self._quorum
 
     def suspects(self, now: float) -> frozenset[str]:
         """Nodes silent for ``timeout`` that are kept live because every node went silent."""
         return frozenset(
-            n for n, s in self._seen.items() if self._silent(s, now) and not self._dead(s, now)
+            n for n, s in self._seen.items() if self._silent(s, now) and not self._dead(n, s, now)
         )
 
     def live(self, now: float) -> frozenset[str]:

@@ -16,14 +16,30 @@ addressed to its own node, so it answers nobody else and is no reflector for a s
 traffic. It keeps no state per prober, so a *recorded* probe replayed from a spoofed source
 is answered, with a reply of the same size (no amplification) that its prober then refuses.
 
-Layout (network byte order), 45..297 bytes::
+Layout (network byte order), 45..305 bytes::
 
     magic "EIPL" | version u8 = 1 | kind u8 | flags u8 | node length u8 | session 8 |
-    seq u64 | key id 4 | node (ASCII) | mac 16
+    seq u64 | key id 4 | node (ASCII) | [ext 8, kinds 3..5 only] | mac 16
 
 ``mac`` is HMAC-SHA256 over everything before it, truncated to 16 bytes. ``key id`` is the
 first 4 bytes of sha256(key): it picks the key to check with, so keys rotate without a flag
 day (`Keyring`). Unknown flag bits are ignored, so a later release may add flags.
+
+Kinds 1 and 2 (PROBE, REPLY) are the first release's and carry no ``ext``. The kinds added for
+holding through control-plane outages (docs/liveness.md, "Outages") carry 8 bytes more:
+
+- ``PROBE_EXT`` (3): a probe whose ``ext`` is the prober's `placement_digest` of the claims it
+  places on this node (zeros unless the prober is the writing leader). Sent only to a
+  responder whose replies carry ``Flag.EXTENDED``: a first-release responder drops kind 3 as
+  ``kind`` and would look dead, so it keeps getting kind 1.
+- ``PEER_QUERY`` (4): a controller asks another node's controller whether it hears a writing
+  leader; ``node`` is the node asked, ``ext`` is zeros.
+- ``PEER_REPLY`` (5): the answer; ``node`` is the node answering, ``session``/``seq`` echo the
+  query, ``ext`` is u32 milliseconds since the answerer last heard a writing leader
+  (0xFFFFFFFF: never) and u32 zero. Flag ``WRITER_HEARD`` says the same in one bit.
+
+Flags, by the kind that carries them: replies FENCED, API_STALE, EXTENDED; probes STANDING,
+WRITER; peer replies WRITER_HEARD. A first-release decoder ignores every bit but FENCED.
 
 `decode` raises only `WireError`, whose ``reason`` is one of `WIRE_ERRORS` (short, bounded:
 fit for a metric label), whatever bytes it is given.
@@ -42,18 +58,24 @@ from typing import Final
 from eipctl.core.naming import is_dns1123_subdomain
 
 __all__ = [
+    "DIGEST_LENGTH",
+    "EXT_LENGTH",
     "MIN_KEY_LENGTH",
+    "NEVER_MS",
     "SESSION_LENGTH",
     "WIRE_ERRORS",
     "Flag",
     "Keyring",
     "Kind",
     "Packet",
-    "SeqEncoder",
+    "ProbeEncoder",
     "WireError",
     "decode",
     "encode",
     "key_id",
+    "peer_ext",
+    "peer_silence_ms",
+    "placement_digest",
     "valid_node",
 ]
 
@@ -64,6 +86,11 @@ KEY_ID_LENGTH: Final = 4
 MAC_LENGTH: Final = 16
 MIN_KEY_LENGTH: Final = 16
 MAX_SEQ: Final = 2**64 - 1
+EXT_LENGTH: Final = 8
+DIGEST_LENGTH: Final = EXT_LENGTH
+NO_EXT: Final = bytes(EXT_LENGTH)
+NEVER_MS: Final = 0xFFFFFFFF
+"""A peer reply's silence for "never heard a writing leader"."""
 _HEADER: Final = struct.Struct("!4sBBBB8sQ4s")  # magic .. key id: 28 bytes
 _MIN_PACKET: Final = _HEADER.size + 1 + MAC_LENGTH
 
@@ -76,15 +103,38 @@ WIRE_ERRORS: Final = frozenset(
 class Kind(enum.IntEnum):
     PROBE = 1
     REPLY = 2
+    PROBE_EXT = 3
+    PEER_QUERY = 4
+    PEER_REPLY = 5
+
+    @property
+    def extended(self) -> bool:
+        """Whether packets of this kind carry the 8 bytes of ``ext``."""
+        return self >= Kind.PROBE_EXT
 
 
 class Flag(enum.IntFlag):
     NONE = 0
     FENCED = 1
     """A reply from a controller that has fenced itself: it holds nothing, give it no claims."""
+    API_STALE = 2
+    """A reply from a controller whose own API requests fail: it holds what it has (a writer
+    vouches for it), but cannot learn of new claims; place none there."""
+    EXTENDED = 4
+    """A reply from a controller that reads PROBE_EXT and answers PEER_QUERY."""
+    STANDING = 8
+    """A probe from a prober that reports its standing: without it (a first-release
+    scheduler) a controller must assume the prober may be a writing leader."""
+    WRITER = 16
+    """A probe from the scheduler leader while its Lease renewals succeed: it can move claims."""
+    WRITER_HEARD = 32
+    """A peer reply: the answering controller heard a writing leader within the last half
+    probe silence."""
 
 
-_KNOWN_FLAGS: Final = int(Flag.FENCED)
+_KNOWN_FLAGS: Final = int(
+    Flag.FENCED | Flag.API_STALE | Flag.EXTENDED | Flag.STANDING | Flag.WRITER | Flag.WRITER_HEARD
+)
 _KINDS: Final = {int(kind): kind for kind in Kind}
 _FLAGS: Final = tuple(Flag(byte & _KNOWN_FLAGS) for byte in range(256))  # Flag(n) is slow
 
@@ -111,8 +161,17 @@ class Packet:
     session: bytes
     seq: int
     flags: Flag = Flag.NONE
+    ext: bytes = b""
+    """8 bytes for the extended kinds (empty taken as zeros), none for PROBE and REPLY."""
 
     def __post_init__(self) -> None:
+        if self.kind.extended:
+            if not self.ext:
+                object.__setattr__(self, "ext", NO_EXT)
+            if len(self.ext) != EXT_LENGTH:
+                raise ValueError(f"ext must be {EXT_LENGTH} bytes, not {len(self.ext)}")
+        elif self.ext:
+            raise ValueError(f"a {self.kind.name} carries no ext")
         if not valid_node(self.node):
             raise ValueError(f"node {self.node!r} is not an IpNode name (DNS-1123 subdomain)")
         if len(self.session) != SESSION_LENGTH:
@@ -189,30 +248,63 @@ def encode(packet: Packet, keyring: Keyring) -> bytes:
             keyring._signing_id,
         )
         + node
+        + packet.ext
     )
     return body + _mac(keyring._signing, body)
 
 
-class SeqEncoder:
-    """Encodes packets that differ only in ``seq``: a prober's probes to one node.
+def placement_digest(claims: Iterable[str]) -> bytes:
+    """8 bytes naming a set of claim names: what a leader placed on a node, or what the
+    node's controller sees placed on it. A claim's name is its IP (and, per node, its node),
+    so equal digests mean the same addresses; order and repeats do not matter."""
+    text = "\n".join(sorted(set(claims))).encode("ascii", "replace")
+    return hashlib.sha256(text).digest()[:DIGEST_LENGTH]
 
-    The fixed fields are packed once; each `encode` packs the seq and computes the MAC, the
-    same bytes `encode` gives for ``replace(template, seq=seq)``.
-    """
 
-    __slots__ = ("_head", "_key", "_tail")
+def peer_ext(silence_ms: int) -> bytes:
+    """A PEER_REPLY's ext: ``silence_ms`` since a writing leader was heard, capped."""
+    return struct.pack("!II", max(0, min(int(silence_ms), NEVER_MS)), 0)
 
-    def __init__(self, template: Packet, keyring: Keyring) -> None:
-        whole = encode(template, keyring)
-        seq_at = _HEADER.size - KEY_ID_LENGTH - 8
-        self._head = whole[:seq_at]
-        self._tail = whole[seq_at + 8 : -MAC_LENGTH]
+
+def peer_silence_ms(ext: bytes) -> int:
+    """The milliseconds a PEER_REPLY's ext says (`NEVER_MS`: never heard one)."""
+    return int(struct.unpack_from("!I", ext)[0])
+
+
+class ProbeEncoder:
+    """Encodes a prober's probes to one node: ``seq``, ``flags`` and (for PROBE_EXT) the
+    digest vary, the rest is packed once."""
+
+    __slots__ = ("_key", "_kid", "_node", "_session")
+
+    def __init__(self, node: str, session: bytes, keyring: Keyring) -> None:
+        Packet(Kind.PROBE, node, session, 0)  # validates
+        self._node = node.encode("ascii")
+        self._session = session
+        self._kid = keyring._signing_id
         self._key = keyring._signing
 
-    def encode(self, seq: int) -> bytes:
+    def encode(self, seq: int, flags: Flag, digest: bytes | None = None) -> bytes:
+        """A PROBE, or a PROBE_EXT when ``digest`` (8 bytes) is given."""
         if not 0 <= seq <= MAX_SEQ:
             raise ValueError(f"seq {seq} does not fit in 64 bits")
-        body = self._head + seq.to_bytes(8, "big") + self._tail
+        if digest is not None and len(digest) != DIGEST_LENGTH:
+            raise ValueError(f"a digest is {DIGEST_LENGTH} bytes")
+        kind = Kind.PROBE if digest is None else Kind.PROBE_EXT
+        body = (
+            _HEADER.pack(
+                MAGIC,
+                VERSION,
+                kind,
+                int(flags) & _KNOWN_FLAGS,
+                len(self._node),
+                self._session,
+                seq,
+                self._kid,
+            )
+            + self._node
+            + (digest or b"")
+        )
         return body + _mac(self._key, body)
 
 
@@ -231,7 +323,8 @@ def decode(data: bytes, keyring: Keyring) -> Packet:
         raise WireError("version")
     if kind not in _KINDS:
         raise WireError("kind")
-    end = _HEADER.size + length
+    ext = EXT_LENGTH if kind >= Kind.PROBE_EXT else 0
+    end = _HEADER.size + length + ext
     if length == 0 or len(data) != end + MAC_LENGTH:
         raise WireError("length")
     key = keyring._accepted.get(kid)
@@ -241,8 +334,7 @@ def decode(data: bytes, keyring: Keyring) -> Packet:
     if not hmac.compare_digest(_mac(key, body), bytes(data[end:])):
         raise WireError("mac")
     try:  # Packet checks the name (session and seq fit by construction)
-        return Packet(
-            _KINDS[kind], body[_HEADER.size :].decode("ascii"), session, seq, _FLAGS[flags]
-        )
+        node = body[_HEADER.size : end - ext].decode("ascii")
+        return Packet(_KINDS[kind], node, session, seq, _FLAGS[flags], body[end - ext : end])
     except ValueError:  # UnicodeDecodeError included
         raise WireError("node") from None

@@ -102,3 +102,10 @@ def error_for(status: int, body: str | bytes | None = None) -> ApiError:
 def is_retryable(exc: BaseException) -> bool:
     """True for errors where the same request may succeed later."""
     return isinstance(exc, ApiError) and exc.retryable
+
+
+def server_answered(exc: BaseException) -> bool:
+    """Whether a failed request still shows that the API server answers: an HTTP status
+    below 500 (a 429 of API Priority and Fairness, a 403, a 409 are answers; a 503 from a
+    load balancer with no server behind it, or a 504 of an etcd timeout, are not)."""
+    return isinstance(exc, ApiError) and 0 < exc.status < 500

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from eipctl.core.fields import Mutation
-from eipctl.kube.client import Obj, ResourceRef, Subresource
+from eipctl.kube.client import Obj, ObjectList, ResourceRef, Subresource
 
 # -- the API (`KubeApi`) ---------------------------------------------------------------------
 
@@ -25,6 +25,18 @@ class Gets(Protocol):
         *,
         resource_version: str | None = None,
     ) -> Obj: ...
+
+
+class Lists(Protocol):
+    async def list(
+        self,
+        ref: ResourceRef,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> ObjectList: ...
 
 
 class Creates(Protocol):

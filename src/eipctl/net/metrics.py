@@ -50,3 +50,15 @@ LIVENESS_SEND_ERRORS = Counter(
     ["role", "reason"],
     registry=REGISTRY,
 )
+LIVENESS_PEER_QUERIES = Counter(
+    "eipctl_liveness_peer_queries_sent",
+    "Queries a controller sent to its peers, asking whether they hear a writing leader "
+    "(only while it hears none itself and the API does not answer).",
+    registry=REGISTRY,
+)
+LIVENESS_PEER_ANSWERS = Counter(
+    "eipctl_liveness_peer_answers",
+    "Peer answers accepted by this controller, by what they said (writer_heard, no_writer).",
+    ["answer"],
+    registry=REGISTRY,
+)

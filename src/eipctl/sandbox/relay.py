@@ -27,6 +27,8 @@ class ApiRelay:
         self.upstream = upstream
         self.port = port
         self.is_cut = False
+        self.refusing = False
+        """While set, connections are refused (reset at once), as to a server that is gone."""
         self._server: asyncio.Server | None = None
         self._conns: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter | None]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -39,6 +41,9 @@ class ApiRelay:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        if self.refusing:
+            writer.transport.abort()
+            return
         if self.is_cut:
             self._held.append(writer)
             return
@@ -84,9 +89,16 @@ class ApiRelay:
         for task in list(self._tasks):
             task.cancel()
 
+    async def refuse(self) -> None:
+        """From now on the API is gone: open connections are reset, new ones refused (reset
+        as soon as accepted), so every request fails at once instead of hanging."""
+        self.refusing = True
+        await self.reset_connections()
+
     async def heal(self) -> None:
         """Reset the connections held during the cut and relay again."""
         self.is_cut = False
+        self.refusing = False
         held, self._held = self._held, []
         for writer in held:
             writer.transport.abort()

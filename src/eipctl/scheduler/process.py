@@ -39,6 +39,7 @@ from eipctl.runtime.config import SchedulerSettings
 from eipctl.runtime.health import Health
 from eipctl.scheduler import claims as c
 from eipctl.scheduler import metrics
+from eipctl.scheduler.digests import NodeDigests
 from eipctl.scheduler.keys import Pass, SchedulerKey, ServiceIpKey
 from eipctl.scheduler.node_conditions import NodeConditions
 from eipctl.scheduler.node_eligibility import NodeEligibility
@@ -100,9 +101,14 @@ class Scheduler:
             set_targets=self._set_targets,
             on_transitions=self._on_transitions,
         )
+        self.digests = NodeDigests()
         if keyring is not None:
             self.prober = LivenessProber(
-                keyring, interval=settings.liveness_interval, on_reply=self._on_reply
+                keyring,
+                interval=settings.liveness_interval,
+                on_reply=self._on_reply,
+                standing=lambda: Flag.WRITER if m.leading else Flag.NONE,
+                digest=self.digests.digest,
             )
             m.add_runnable("liveness-prober", self._probe)
         self.dead_since = self.node_watch.dead_since
@@ -241,6 +247,7 @@ class Scheduler:
     # --- informer handlers (quick; only enqueue) ----------------------------------------------
     def _on_claim_change(self, old: Obj | None, new: Obj | None) -> None:
         obj = new or old or {}
+        self.digests.observe(old, new)
         if self.placer is not None:
             self.placer.observe_claim(new, name_of(obj))  # a planned move bound, or gone
         if old is None or new is None:

@@ -536,8 +536,9 @@ KEYRING = Keyring([b"a test key of 32 bytes, no more."])
 async def test_the_controller_answers_liveness_probes_at_the_endpoint_it_publishes(
     bed: Bed,
 ) -> None:
-    """Its IpNode names where it answers; a prober with the key hears it there, and hears
-    FENCED once it has fenced itself, and nothing once it stopped."""
+    """Its IpNode names where it answers; a prober with the key hears it there. While the
+    API hangs it says API_STALE and keeps holding (no writer runs and it is the only node:
+    nothing can move), and it says nothing once it stopped."""
     settings = replace(FAST, liveness_address="127.0.0.1", liveness_port=0)
     controller = bed.start(settings, keyring=KEYRING)
     await eventually(controller.ready)
@@ -552,10 +553,11 @@ async def test_the_controller_answers_liveness_probes_at_the_endpoint_it_publish
     prober.set_targets({NODE: ("127.0.0.1", port)})
     probing = asyncio.create_task(prober.run())
     try:
-        await eventually(lambda: Flag.NONE in heard or None)
-        bed.srv.faults.pause(FAST.node_timeout * 4)  # the API hangs: the node fences
-        await eventually(lambda: heard[-1] == Flag.FENCED or None)
-        await eventually(lambda: heard[-1] == Flag.NONE or None)  # restored after the pause
+        await eventually(lambda: Flag.EXTENDED in heard or None)
+        bed.srv.faults.pause(FAST.node_timeout * 4)  # the API hangs: alone, the node holds
+        await eventually(lambda: heard[-1] == Flag.API_STALE | Flag.EXTENDED or None)
+        assert not any(flags & Flag.FENCED for flags in heard)
+        await eventually(lambda: heard[-1] == Flag.EXTENDED or None)  # the API is back
         await bed.stop()
         count = len(heard)
         await asyncio.sleep(0.3)

@@ -122,7 +122,8 @@ async def test_a_responder_answers_a_prober(responder, prober) -> None:
     scheduler, replies = prober()
     scheduler.set_targets({"node-a": ("127.0.0.1", node.port)})
     await eventually(lambda: len(replies.got) >= 3, "three replies")
-    assert set(replies.got) == {("node-a", Flag.NONE)}
+    # EXTENDED: this responder reads PROBE_EXT and answers peers (docs/liveness.md)
+    assert set(replies.got) == {("node-a", Flag.EXTENDED)}
     assert node.last_probe_at is not None
     assert node.last_probe_at <= asyncio.get_running_loop().time()
 
@@ -134,9 +135,10 @@ async def test_the_fenced_flag_passes_through(prober) -> None:
     try:
         scheduler, replies = prober()
         scheduler.set_targets({"node-a": ("127.0.0.1", node.port)})
-        await eventually(lambda: ("node-a", Flag.NONE) in replies.got, "a plain reply")
+        await eventually(lambda: ("node-a", Flag.EXTENDED) in replies.got, "a plain reply")
         fenced = True
-        await eventually(lambda: ("node-a", Flag.FENCED) in replies.got, "a fenced reply")
+        fenced_reply = ("node-a", Flag.FENCED | Flag.EXTENDED)
+        await eventually(lambda: fenced_reply in replies.got, "a fenced reply")
     finally:
         node.close()
         await node.wait_closed()
@@ -180,13 +182,13 @@ async def test_a_responder_answers_nobody_but_probes_it_can_verify(
     await eventually(lambda: rejected("responder", "not_probe") >= before + 1, "the reply refused")
     fake_node.sendto(encode(probe, KEYS), ("127.0.0.1", node.port))
     answer, source = await next_probe(fake_node)  # the only datagram that came back
-    assert answer == replace(probe, kind=Kind.REPLY)
+    assert answer == replace(probe, kind=Kind.REPLY, flags=Flag.EXTENDED)
     assert source == ("127.0.0.1", node.port)
     assert drain(fake_node) == 0
 
 
 def reply_to(probe: Packet, **changes: object) -> bytes:
-    fields: dict[str, object] = {"kind": Kind.REPLY, **changes}
+    fields: dict[str, object] = {"kind": Kind.REPLY, "flags": Flag.NONE, **changes}
     return encode(replace(probe, **fields), KEYS)  # type: ignore[arg-type]
 
 

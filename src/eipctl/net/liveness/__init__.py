@@ -31,8 +31,9 @@ its errno name (`eipctl_liveness_send_errors`, ``EAGAIN``, ``ENOBUFS``, ``ENETUN
 and logged the same way (`liveness.packet.unsent`, a warning a minute).
 """
 
+from .peers import PeerQuerier
 from .prober import LivenessProber
 from .responder import LivenessResponder
 from .sockets import CHUNK, read_keyring
 
-__all__ = ["CHUNK", "LivenessProber", "LivenessResponder", "read_keyring"]
+__all__ = ["CHUNK", "LivenessProber", "LivenessResponder", "PeerQuerier", "read_keyring"]

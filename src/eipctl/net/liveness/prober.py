@@ -13,12 +13,13 @@ from typing import Any
 import structlog
 
 from eipctl.core.liveness_wire import (
+    DIGEST_LENGTH,
     SESSION_LENGTH,
     Flag,
     Keyring,
     Kind,
     Packet,
-    SeqEncoder,
+    ProbeEncoder,
     WireError,
     decode,
     valid_node,
@@ -46,11 +47,12 @@ log = structlog.get_logger(__name__)
 class _Target:
     """Per-node state of a prober; a node whose endpoint changes gets a new one."""
 
-    __slots__ = ("accepted", "address", "family", "host", "node", "port", "probe")
+    __slots__ = ("accepted", "address", "extended", "family", "host", "node", "port", "probe")
 
-    def __init__(self, node: str, address: tuple[str, int], seq: int, probe: SeqEncoder) -> None:
+    def __init__(self, node: str, address: tuple[str, int], seq: int, probe: ProbeEncoder) -> None:
         self.node = node
-        self.probe = probe  # encodes our probe to this node for a given seq
+        self.probe = probe  # encodes our probe to this node for a given seq, flags, digest
+        self.extended = False  # its last accepted reply said it reads PROBE_EXT
         self.address = address  # as given, for sendto
         self.family = family_of(address[0])
         self.host = canonical(address[0])  # as a reply's source address reads
@@ -68,6 +70,11 @@ class LivenessProber:
 
     `run` sends; the sockets (one per address family, opened on first use) read replies
     until `close`.
+
+    Each round's probes carry ``standing()`` (STANDING, and WRITER while this replica leads
+    with a current Lease). A target whose replies say EXTENDED gets PROBE_EXT with
+    ``digest(node)`` (the claims the leader places there; zeros unless WRITER); one that has
+    not answered for half the window gets plain probes again (a controller rolled back).
     """
 
     def __init__(
@@ -77,6 +84,8 @@ class LivenessProber:
         interval: float,
         on_reply: Callable[[str, Flag], None],
         window: int = 8,
+        standing: Callable[[], Flag] | None = None,
+        digest: Callable[[str], bytes] | None = None,
     ) -> None:
         if not interval > 0 or not math.isfinite(interval):
             raise ValueError("interval must be a positive number of seconds")
@@ -86,6 +95,9 @@ class LivenessProber:
         self._interval = interval
         self._on_reply = on_reply
         self._window = window
+        self._standing = standing or (lambda: Flag.STANDING)
+        self._digest = digest
+        self._round_flags = Flag.STANDING
         self._session = os.urandom(SESSION_LENGTH)
         self._seq = 0
         self._targets: dict[str, _Target] = {}
@@ -125,8 +137,7 @@ class LivenessProber:
             if old is not None and old.address == (host, port):
                 fresh[node] = old
             else:
-                template = Packet(Kind.PROBE, node, self._session, 0)
-                probe = SeqEncoder(template, self._keyring)
+                probe = ProbeEncoder(node, self._session, self._keyring)
                 fresh[node] = _Target(node, (host, port), self._seq, probe)
         self._targets = fresh
 
@@ -149,12 +160,33 @@ class LivenessProber:
                     next_round += math.floor((now - next_round) / self._interval) * self._interval
                 await self._open_sockets(now)
                 self._seq += 1
+                self._round_flags = self._round_standing()
                 self._count_accepted()
                 next_round += self._interval
                 await self._round(loop, next_round)
                 await asyncio.sleep(max(0.0, next_round - loop.time()))
         finally:
             self._running = False
+
+    def _round_standing(self) -> Flag:
+        try:
+            return self._standing() | Flag.STANDING
+        except Exception as exc:  # unknown standing: say nothing a controller would trust
+            self._drops.failed("standing", exc)
+            return Flag.STANDING
+
+    def _probe_bytes(self, target: _Target, seq: int) -> bytes:
+        flags = self._round_flags
+        if not target.extended or seq - target.accepted > self._window // 2:
+            return target.probe.encode(seq, flags)
+        digest = bytes(DIGEST_LENGTH)
+        if flags & Flag.WRITER and self._digest is not None:
+            try:
+                digest = self._digest(target.node)
+            except Exception as exc:  # no digest: the probe vouches for nothing
+                self._drops.failed("digest", exc)
+                flags &= ~Flag.WRITER
+        return target.probe.encode(seq, flags, digest)
 
     def close(self) -> None:
         """Close the sockets (idempotent): no more replies are read, the ports are freed."""
@@ -226,7 +258,7 @@ class LivenessProber:
             try:
                 if sock is None:
                     raise OSError(errno.EAFNOSUPPORT, "no socket for this address family")
-                sock.sendto(target.probe.encode(seq), target.address)
+                sock.sendto(self._probe_bytes(target, seq), target.address)
             except OSError as exc:
                 self._drops.unsent(exc, f"{target.node} {source_of(target.address)}")
                 continue
@@ -248,6 +280,7 @@ class LivenessProber:
             return
         assert target is not None
         target.accepted = reply.seq
+        target.extended = bool(reply.flags & Flag.EXTENDED)
         self._accepted += 1
         try:
             self._on_reply(reply.node, reply.flags)

@@ -1,4 +1,12 @@
-"""`LivenessResponder`: answers the schedulers' probes in each node's controller."""
+"""`LivenessResponder`: answers the schedulers' probes and the peers' queries in each node's
+controller, and notes what the probes say of the prober's standing.
+
+A probe flagged WRITER (the scheduler leader, its Lease current), or one that reports no
+standing at all (a first-release scheduler: it may be the leader), is a *writer's* probe:
+`last_writer_at` says when the last came, and that is what a peer's PEER_QUERY asks about.
+A PROBE_EXT's digest goes to ``on_probe`` (the controller compares it with its claims).
+PEER_REPLY datagrams on this socket are handed to the `PeerQuerier` that sent the queries.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from typing import Any
 import structlog
 
 from eipctl.core.liveness_wire import (
+    NEVER_MS,
     Flag,
     Keyring,
     Kind,
@@ -18,6 +27,7 @@ from eipctl.core.liveness_wire import (
     WireError,
     decode,
     encode,
+    peer_ext,
     valid_node,
 )
 from eipctl.net.metrics import (
@@ -32,16 +42,32 @@ log = structlog.get_logger(__name__)
 class LivenessResponder:
     """Answers probes for one node, from the node's controller.
 
-    ``flags`` is asked on every probe (FENCED while the controller has fenced itself). A
-    datagram that is not a valid probe for this node is dropped and counted, never answered.
+    ``flags`` is asked on every probe (FENCED while the controller has fenced itself,
+    API_STALE while its API requests fail); EXTENDED is added here. A datagram that is not a
+    valid probe or peer query for this node is dropped and counted, never answered.
+    ``on_probe(flags, digest)`` is told of every valid probe (digest None for a plain one).
+    ``writer_heard_within``: a peer reply sets WRITER_HEARD when a writer's probe came this
+    recently (its ext always carries the silence itself).
     """
 
-    def __init__(self, node: str, keyring: Keyring, *, flags: Callable[[], Flag]) -> None:
+    def __init__(
+        self,
+        node: str,
+        keyring: Keyring,
+        *,
+        flags: Callable[[], Flag],
+        on_probe: Callable[[Flag, bytes | None], None] | None = None,
+        writer_heard_within: float = 0.2,
+    ) -> None:
         if not valid_node(node):
             raise ValueError(f"node {node!r} is not an IpNode name")
         self._node = node
         self._keyring = keyring
         self._flags = flags
+        self._on_probe = on_probe
+        self._writer_heard_within = writer_heard_within
+        self.on_peer_reply: Callable[[Packet, tuple[Any, ...]], None] | None = None
+        """Where PEER_REPLY datagrams go (`PeerQuerier` sets it)."""
         self._sock: socket.socket | None = None
         self._transport: asyncio.DatagramTransport | None = None
         self._endpoint: Endpoint | None = None
@@ -51,6 +77,10 @@ class LivenessResponder:
         self._time: Callable[[], float] = time.monotonic
         self.last_probe_at: float | None = None
         """``loop.time()`` when the last valid probe for this node came; None before any."""
+        self.last_writer_at: float | None = None
+        """``loop.time()`` of the last probe from a possible writer (see the module docstring)."""
+        self.standing_seen = False
+        """Whether any prober reported its standing (a scheduler of this release runs)."""
 
     @property
     def port(self) -> int:
@@ -87,34 +117,82 @@ class LivenessResponder:
         if self._endpoint is not None:
             await self._endpoint.closed
 
+    def send(self, data: bytes, addr: tuple[str, int]) -> bool:
+        """Send ``data`` from the responder's socket (peer queries leave from the address the
+        peers know us by); False (counted) if it could not be sent."""
+        if self._sock is None or self._closed:
+            return False
+        try:
+            self._sock.sendto(data, addr)
+        except OSError as exc:
+            self._drops.unsent(exc, source_of(addr))
+            return False
+        return True
+
+    def writer_silence(self) -> float | None:
+        """Seconds since a writer's probe came; None if none ever did."""
+        last = self.last_writer_at
+        return None if last is None else self._time() - last
+
     def _received(self, data: bytes, addr: tuple[Any, ...]) -> None:
         try:
-            probe = decode(data, self._keyring)
+            packet = decode(data, self._keyring)
         except WireError as exc:
             self._drops.rejected(exc.reason, addr)
             return
-        reason = self._refusal(probe)
+        if packet.kind == Kind.PEER_REPLY:
+            if self.on_peer_reply is None:
+                self._drops.rejected("not_probe", addr)
+            else:
+                self.on_peer_reply(packet, addr)
+            return
+        reason = self._refusal(packet)
         if reason is not None:
             self._drops.rejected(reason, addr)
             return
-        self.last_probe_at = self._time()
+        if packet.kind == Kind.PEER_QUERY:
+            self._answer_peer(packet, addr)
+            return
+        self._probed(packet)
         try:
-            flags = self._flags()
+            flags = self._flags() | Flag.EXTENDED
         except Exception as exc:  # a controller that cannot say its state does not answer
             self._drops.failed("flags", exc)
             return
-        reply = Packet(Kind.REPLY, probe.node, probe.session, probe.seq, flags)
-        assert self._sock is not None
-        try:
-            self._sock.sendto(encode(reply, self._keyring), addr)
-        except OSError as exc:
-            self._drops.unsent(exc, source_of(addr))
-            return
-        LIVENESS_REPLIES_SENT.inc()
+        reply = Packet(Kind.REPLY, packet.node, packet.session, packet.seq, flags)
+        if self.send(encode(reply, self._keyring), addr):
+            LIVENESS_REPLIES_SENT.inc()
+
+    def _probed(self, probe: Packet) -> None:
+        now = self._time()
+        self.last_probe_at = now
+        standing = bool(probe.flags & Flag.STANDING)
+        self.standing_seen |= standing
+        if probe.flags & Flag.WRITER or not standing:
+            self.last_writer_at = now
+        if self._on_probe is not None:
+            try:
+                self._on_probe(probe.flags, probe.ext if probe.kind == Kind.PROBE_EXT else None)
+            except Exception as exc:  # never stop answering because a consumer failed
+                self._drops.failed("on_probe", exc)
+
+    def _answer_peer(self, query: Packet, addr: tuple[Any, ...]) -> None:
+        silence = self.writer_silence()
+        ms = NEVER_MS if silence is None else int(silence * 1000)
+        heard = silence is not None and silence < self._writer_heard_within
+        reply = Packet(
+            Kind.PEER_REPLY,
+            self._node,
+            query.session,
+            query.seq,
+            Flag.WRITER_HEARD if heard else Flag.NONE,
+            peer_ext(ms),
+        )
+        self.send(encode(reply, self._keyring), addr)
 
     def _refusal(self, probe: Packet) -> str | None:
         """Why ``probe`` gets no answer; None if it does."""
-        if probe.kind != Kind.PROBE:
+        if probe.kind not in (Kind.PROBE, Kind.PROBE_EXT, Kind.PEER_QUERY):
             return "not_probe"
         if probe.node != self._node:
             return "other_node"

@@ -70,6 +70,43 @@ class BedFaults(BedState):
         self.controllers[name].thaw()
         self.frozen.discard(name)
 
+    def stop_api(self, how: str = "freeze") -> None:
+        """The API server becomes unavailable to every eipctl process on the node network
+        (schedulers and controllers): ``freeze`` SIGSTOPs it (requests hang, as on an
+        overloaded or partitioned server), ``refuse`` makes every relay refuse connections
+        (as when the process is gone: requests fail at once). The allocators, which reach it
+        directly, and the bed itself are not cut under ``refuse``."""
+        assert self.loop is not None and self.emulator is not None
+        if how == "freeze":
+            self.emulator.process.freeze()
+        elif how == "refuse":
+            for relay in self.relays.values():
+                self.loop.run(relay.refuse())
+        else:
+            raise ValueError(f"stop_api: how is freeze or refuse, not {how!r}")
+        self.api_down = how
+
+    def start_api(self) -> None:
+        assert self.loop is not None and self.emulator is not None
+        if self.api_down == "freeze":
+            self.emulator.process.thaw()
+        elif self.api_down == "refuse":
+            for name, relay in self.relays.items():
+                if name not in self.cut:
+                    self.loop.run(relay.heal())
+        self.api_down = None
+
+    def freeze_schedulers(self, which: list[int] | None = None) -> None:
+        """SIGSTOP scheduler replicas (all by default): they neither probe nor write."""
+        for i in range(len(self.schedulers)) if which is None else which:
+            self.schedulers[i].freeze()
+            self.frozen_schedulers.add(i)
+
+    def thaw_schedulers(self) -> None:
+        for i in sorted(self.frozen_schedulers):
+            self.schedulers[i].thaw()
+        self.frozen_schedulers.clear()
+
     def restart_api(self) -> int:
         """The API server restarts: every connection (all watches) drops; the data stays.
         Returns once the restarted server answers (its restart generation, which it returns,
@@ -91,6 +128,9 @@ class BedFaults(BedState):
         that is not eipctl's doing, and reviving the node puts them back.
         """
         lost = self.admin_addresses_lost([n for n in self.node_names if n not in self.dead])
+        if self.api_down is not None:
+            self.start_api()
+        self.thaw_schedulers()
         for name in list(self.frozen):
             self.thaw_controller(name)
         for name in list(self.cut):

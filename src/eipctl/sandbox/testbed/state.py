@@ -79,6 +79,9 @@ class BedState:
         self.cut: set[str] = set()
         self.liveness_cut: set[str] = set()
         self.frozen: set[str] = set()
+        self.api_down: str | None = None
+        """How the API server is unavailable (`BedFaults.stop_api`), or None."""
+        self.frozen_schedulers: set[int] = set()
         self._restarting: dict[str, int] = {}  # node -> its heartbeat before a (re)start
 
     def processes(self) -> list[Process]:
