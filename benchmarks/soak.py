@@ -5,7 +5,9 @@ for a while, a node killed (controller SIGKILLed, link down) and revived, a node
 from the API for a while, a node's liveness UDP dropped for a while (needs `nft`; left out
 without it), the scheduler or allocator leader SIGKILLed (restarted as its
 Deployment would), every watch dropped, the API server restarted, Services created and
-deleted. After each iteration every fault is healed and, within a settle timeout:
+deleted; the API server away (hanging or refusing, 5-30 s: `api-outage`), and with it both
+scheduler replicas frozen (`control-plane-down`), while the client probes every IP every
+20 ms. After each iteration every fault is healed and, within a settle timeout:
 
 - every Service holds exactly one external IP, the same as before unless it was new;
 - no IP is recorded by two claims, and each Service's claim is Bound on a live node;
@@ -48,7 +50,11 @@ FAULTS = [
     "api-restart",
     "services-create",
     "services-delete",
+    "api-outage",
+    "control-plane-down",
 ]
+OUTAGES = ("api-outage", "control-plane-down")
+"""Faults during which the client probes every IP every 20 ms: no IP may go dark."""
 
 
 class HarnessError(RuntimeError):
@@ -71,6 +77,8 @@ class Soak:
         """Longest two-MAC ARP answer per fault kind (an iteration of two faults counts for
         both: an upper bound for each)."""
         self.lost: list[str] = []
+        self.dark: dict[str, float] = {}
+        """Longest time any IP went unanswered during each outage fault (`OUTAGES`)."""
         self.ip_changes: list[str] = []
         self.settle_times: list[float] = []
         self.double_answers: list[tuple[float, str]] = []  # (seconds, ip) seen during faults
@@ -136,6 +144,8 @@ class Soak:
         elif kind == "api-restart":
             self.churn(rng.randint(0, 2))
             bed.restart_api()
+        elif kind in OUTAGES:
+            self.outage(kind, rng.uniform(5.0, 30.0))
         elif kind == "services-create":
             self.create(min(rng.randint(1, 3), self.target_services * 3 // 2 - len(self.ip_of)))
         elif kind == "services-delete":
@@ -143,6 +153,29 @@ class Soak:
         else:
             return False
         return True
+
+    def outage(self, kind: str, seconds: float) -> None:
+        """The API server (hangs or refuses, at random) and, for control-plane-down, both
+        scheduler replicas (frozen) away for `seconds`, while the client probes every IP."""
+        bed = self.bed
+        ips = [ip for ip in self.ip_of.values() if ip]
+        series = bed.client.start_probes(ips, interval=0.02) if ips else None
+        try:
+            time.sleep(0.3)
+            bed.stop_api(self.rng.choice(["freeze", "refuse"]))
+            if kind == "control-plane-down":
+                bed.freeze_schedulers()
+            time.sleep(seconds)
+            bed.thaw_schedulers()
+            bed.start_api()
+            time.sleep(2.0)
+        finally:
+            if series is not None:
+                bed.client.stop_probes(series)
+        if series is not None:
+            dark = max(series.longest_loss(ip) for ip in ips)
+            self.dark[kind] = max(self.dark.get(kind, 0.0), dark)
+            print(f"    {kind} {seconds:.1f}s: longest dark {dark * 1000:.0f} ms", flush=True)
 
     def churn(self, n: int) -> None:
         """Create or delete `n` Services, drifting towards the target count."""
@@ -343,6 +376,10 @@ def report(soak: Soak, elapsed: float, seed: int) -> None:
     print(
         "longest two-MAC ARP answer by fault kind (two-fault iterations count for both): "
         + ", ".join(f"{k}={v:.2f}s" for k, v in sorted(soak.double_by_kind.items()))
+    )
+    print(
+        "longest dark time of any IP during an outage fault (target <= 0.1s): "
+        + (", ".join(f"{k}={v:.2f}s" for k, v in sorted(soak.dark.items())) or "none drawn")
     )
     retried = bed.emulator.retried if bed.emulator is not None else {}
     print(

@@ -293,3 +293,44 @@ def test_an_address_removed_by_hand_comes_back_within_the_resync_interval(
     wait_for(lambda: bed.holders(ip) == [node], 2.0 + 1.0, what=f"{ip} back on {node}")
     print(f"{ip} back on {node} after {time.monotonic() - removed_at:.2f}s (resync interval 2s)")
     bed.wait_answering(ip, by=node, timeout=5)
+
+
+def test_a_node_that_reaches_its_peers_but_not_the_control_plane_lets_go(
+    local_bed: LocalBed, nft: None
+) -> None:
+    """Cut from the API and from the schedulers, not from the other nodes: its peers say
+    they hear the writing leader, so it is the one cut off, and it fences."""
+    bed = local_bed
+    before, victim, moving = _spread_and_pick(bed, "half")
+
+    def cut_schedulers(name: str) -> None:
+        bed.cut_liveness(name, only="schedulers")
+
+    fenced_in, after, watch = _cut_until_fenced(
+        bed, victim, moving, bed.cut_from_api, cut_schedulers
+    )
+    print(f"{victim} fenced {fenced_in:.2f}s after losing the API and the schedulers")
+    assert fenced_in <= 2 * PROBE_SILENCE + SLACK
+    _one_holder_each(bed, watch, victim, after, most=0.6)
+    for ip, node in before.items():
+        if ip not in moving:
+            assert after[ip] == node
+
+
+def test_a_node_that_reaches_the_control_plane_but_not_its_peers_keeps_everything(
+    local_bed: LocalBed, nft: None
+) -> None:
+    """Only the node-to-node path is cut: the leader vouches for it, its peers are never
+    asked; nothing goes dark, nothing moves."""
+    bed = local_bed
+    before, victim, _ = _spread_and_pick(bed, "peers")
+    series = bed.client.start_probes(before, interval=0.02)
+    try:
+        bed.cut_liveness(victim, only="peers")
+        time.sleep(5.0)
+    finally:
+        bed.client.stop_probes(series)
+    for ip, node in before.items():
+        assert series.longest_loss(ip) <= 0.1
+        assert bed.holders(ip) == [node]
+    assert placement(bed.kube.claims()) == before

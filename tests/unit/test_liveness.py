@@ -96,16 +96,16 @@ def test_a_stalled_view_declares_nobody_dead() -> None:
     assert lv2.suspects(9.0) == {"w"}
 
 
-def test_nobody_new_is_declared_dead_while_fewer_than_a_quarter_are_heard() -> None:
-    """The leader's half of the outage quorum (core.outage): 1 of 5 heard is too few."""
+def test_nobody_new_is_declared_dead_while_fewer_than_half_are_heard() -> None:
+    """The leader's half of the outage quorum (core.outage): 1 of 4 heard is too few."""
     lv = Liveness(1.0)
-    for node in ("a", "b", "c", "d"):
+    for node in ("a", "b", "c"):
         lv.observe(node, 1, 0.0)
-    witness(lv, 3.0)  # "w" keeps replying; a..d fall silent at 0.0
+    witness(lv, 3.0)  # "w" keeps replying; a..c fall silent at 0.0
     assert lv.quorum(2.0) is False
-    assert lv.live(2.0) == {"a", "b", "c", "d", "w"}
-    assert lv.suspects(2.0) == {"a", "b", "c", "d"}
-    lv.observe("a", 2, 2.1)  # 2 of 5 heard: a quarter or more
+    assert lv.live(2.0) == {"a", "b", "c", "w"}
+    assert lv.suspects(2.0) == {"a", "b", "c"}
+    lv.observe("a", 2, 2.1)  # 2 of 4 heard: half
     assert lv.quorum(2.2) is True
     assert lv.live(2.2) == {"a", "w"}
 
@@ -139,10 +139,12 @@ def test_next_death_and_transitions() -> None:
     lv.observe("a", 2, 1.3)
     assert lv.transitions(1.3) == [Transition("a", True)]
     lv.observe("c", 1, 2.0)
+    lv.observe("d", 1, 2.0)  # 2 of 4 heard at 2.4: enough to declare the other two dead
     assert lv.transitions(2.4) == [
         Transition("a", False),
         Transition("b", False),
         Transition("c", True),
+        Transition("d", True),
     ]
 
 
@@ -201,7 +203,7 @@ def test_matches_a_model(beats: list[tuple[float, str, int]], timeout: float, pr
             changed[node], value[node] = t, v
     latest = max(changed.values(), default=float("-inf"))
     heard = sum(1 for t in changed.values() if probe - t < timeout)
-    quorum = 4 * heard >= len(changed)  # a quarter of the known nodes heard
+    quorum = 2 * heard >= len(changed)  # half of the known nodes heard
     for node in ("a", "b", "c"):
         if node not in changed:
             assert not lv.is_live(node, probe)

@@ -86,6 +86,24 @@ def test_dead_node_moves_only_its_claims() -> None:
     assert all(d.reason is Reason.NODE_DEAD and d.to_node != "n3" for d in result.decisions)
 
 
+@pytest.mark.parametrize("policy", [Policy.SPREAD, Policy.SINGLE])
+def test_a_node_that_cannot_see_the_api_keeps_its_claims_and_takes_no_new_one(
+    policy: Policy,
+) -> None:
+    """API-stale (docs/liveness.md, "Outages"): it could not learn of a new claim, and moving
+    what it holds would only open a gap; its load still counts."""
+    held = [ClaimPlacement(f"h{i}", None, "n1") for i in range(3)]
+    stale = Cluster(known=frozenset(NODES), live=frozenset(NODES), stale=frozenset({"n1"}))
+    result = plan([*held, *unplaced(8)], stale, policy)
+    assert {d.claim for d in result.decisions} == {f"c{i:04d}" for i in range(8)}
+    assert all(d.to_node in {"n2", "n3", "n4"} for d in result.decisions)
+    assert stale.candidates(None) == {"n2", "n3", "n4"}
+    # a dead node's claims do not go to the stale one either
+    dead = Cluster(known=frozenset(NODES), live=frozenset({"n1", "n2"}), stale=frozenset({"n1"}))
+    moved = plan([ClaimPlacement("x", None, "n3")], dead, policy).decisions
+    assert [(d.claim, d.to_node) for d in moved] == [("x", "n2")]
+
+
 def test_returning_node_moves_nothing() -> None:
     claims = [ClaimPlacement("a", None, "n1"), ClaimPlacement("b", None, "n2")]
     assert plan(claims, cluster(), Policy.SPREAD).decisions == ()

@@ -158,6 +158,7 @@ class NodeController:
                 settings.node,
                 PeerQuerier(settings.node, keyring, self.responder),
                 probe_silence=settings.probe_silence,
+                cluster_size=lambda: self.vouching.cluster_size,
             )
         )
         self.liveness_endpoint: Endpoint | None = None

@@ -1,16 +1,20 @@
 """The peers a controller asks in an outage, and what their answers say.
 
-The controller lists the IpNodes at start and every `PEER_REFRESH` (one list per node a
-minute; every `EARLY_REFRESH` in its first minute, while the cluster's nodes register) and
-keeps their liveness endpoints (`net.liveness.PeerQuerier`) and their number,
-this node included: the denominator of the quorum (`core.outage`). A list that fails keeps
-the last one: the peers are needed exactly when the API does not answer.
+The controller lists the IpNodes once registered and keeps their liveness endpoints
+(`net.liveness.PeerQuerier`) and their number, this node included: with the node count the
+schedulers' probes carry (`vouching.Vouching.cluster_size`), the denominator of the quorum
+(`core.outage`). A list costs the API server every IpNode, so it is rare: every
+`PEER_REFRESH` (10 minutes), sooner when the probes say the cluster has another number of
+nodes than the last list (a node joined or left; at most every `RELIST_MIN`), and every
+delay is jittered so that nodes started together do not list together. A list that fails
+keeps the last one: the peers are needed exactly when the API does not answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import random
+from collections.abc import Callable
 
 import structlog
 
@@ -24,17 +28,32 @@ from eipctl.net.liveness import PeerQuerier
 
 log = structlog.get_logger(__name__)
 
-PEER_REFRESH = 60.0
-"""Seconds between lists of the IpNodes. A node that joins counts in the quorum from the next
-list on: until then the others count one node too few (docs/liveness.md, "Outages")."""
-EARLY_REFRESH = 5.0
+PEER_REFRESH = 600.0
+"""Seconds between lists of the IpNodes while the node count does not change."""
+RELIST_MIN = 30.0
+"""Seconds at least between lists when the probes' node count differs from ours."""
+RETRY = 5.0
+"""Seconds between attempts while no list has succeeded yet."""
+JITTER = 0.2
+"""Each delay is drawn from +-20 % of its value (the first from 0 to `RETRY`)."""
+TICK = 1.0
 
 
 class PeerList:
     def __init__(
-        self, api: Lists, node: str, querier: PeerQuerier, *, probe_silence: float
+        self,
+        api: Lists,
+        node: str,
+        querier: PeerQuerier,
+        *,
+        probe_silence: float,
+        cluster_size: Callable[[], int | None] = lambda: None,
     ) -> None:
+        """``cluster_size``: the node count the schedulers' probes last said; the quorum's
+        denominator is the larger of it and our own list's (a list made while the cluster's
+        nodes were still registering must not make the quorum easier)."""
         self._api = api
+        self._cluster_size = cluster_size
         self._node = node
         self.querier = querier
         self._half = probe_silence / 2
@@ -60,22 +79,46 @@ class PeerList:
         self.known = len(names)
 
     async def run(self) -> None:
-        """Refresh every `PEER_REFRESH`; every `EARLY_REFRESH` during the first minute and
-        while no list has succeeded."""
-        for attempt in itertools.count():
+        """List now (after a random wait of up to `RETRY`), then as the module docstring
+        says."""
+        await asyncio.sleep(random.uniform(0, RETRY))
+        while True:
             try:
                 await self.refresh()
-                failed = False
             except (ApiError, TimeoutError, OSError) as exc:
                 log.info("peers.list_failed", node=self._node, error=repr(exc))
-                failed = True
-            early = attempt * EARLY_REFRESH < PEER_REFRESH or self.known is None
-            await asyncio.sleep(EARLY_REFRESH if early or failed else PEER_REFRESH)
+            await self._until_due()
+
+    async def _until_due(self) -> None:
+        loop = asyncio.get_running_loop()
+        listed = loop.time()
+        if self.known is None:
+            await asyncio.sleep(_jittered(RETRY))
+            return
+        full = listed + _jittered(PEER_REFRESH)
+        early = listed + _jittered(RELIST_MIN)
+        while loop.time() < full:
+            size = self._cluster_size()
+            if size is not None and size != self.known and loop.time() >= early:
+                log.info("peers.count_changed", node=self._node, listed=self.known, probes=size)
+                return
+            await asyncio.sleep(TICK)
+
+    def denominator(self) -> int | None:
+        """The node count a quorum is counted against (None: never listed)."""
+        if self.known is None:
+            return None
+        return max(self.known, self._cluster_size() or 0)
 
     async def verdict(self) -> OutageVerdict:
         """Ask every peer whether it hears a writing leader (`core.outage.outage_verdict`)."""
-        if self.known is None:
+        known = self.denominator()
+        if known is None:
             return OutageVerdict.UNKNOWN  # never listed: no quorum can be counted
         half = self._half
         answers = await self.querier.ask(within=half, resend_every=half / 2, heard_within=half)
-        return outage_verdict(answers, known=self.known, heard_within=half)
+        return outage_verdict(answers, known=known, heard_within=half)
+
+
+def _jittered(seconds: float) -> float:
+    return seconds * random.uniform(1 - JITTER, 1 + JITTER)

@@ -13,15 +13,17 @@ the reasons that make holding safe. This module feeds it:
   partition.
 - The writer's silence. When the writer's probes stop for `probe_silence` (the scheduler's
   node timeout), the leader has declared us dead and is moving our claims, or it cannot write
-  any more. We check the API and ask our peers at once, together: the API answers -> our watch
-  will show the moves; most peers hear no writer either (`core.outage`) -> the control plane
-  is down, hold, and ask again before that word lapses; anybody hears a writer, or too few
-  answer -> we are cut off: fence now.
+  any more. We check the API at once, and if it has not answered within `HEDGE`, ask our
+  peers beside it: the API answers -> our watch will show the moves; most peers hear no
+  writer either (`core.outage`) -> the control plane is down, hold, and ask again when that
+  word lapses;
+  anybody hears a writer, or nobody answers -> we are cut off: fence now; some answer, too
+  few to tell -> the fence's deadline (about a second on) asks again and decides.
 - The writer disagreeing. A writer's digest that differs from ours for `MISMATCH_GRACE` means
   our view of our claims is stale where it matters: relist them, and fence if the API does not
   answer.
 - The last justification lapsing (`justify`, asked by `fencing.FenceWatch` at the fence's
-  deadline): the same question to the peers before fencing, so a control plane
+  deadline): the same questions to the API and the peers before fencing, so a control plane
   that is down while no scheduler runs (or one that never ran) leaves the addresses in place
   too, confirmed again each `CONFIRM_VALID`.
 """
@@ -49,6 +51,9 @@ MISMATCH_GRACE = 1.0
 """Seconds a writer's digest may differ from ours (a watch event in flight) before we act."""
 CONFIRM_VALID = 1.0
 """Seconds a quorum's "no writer" justifies holding; asked again when it lapses."""
+HEDGE = 0.1
+"""Seconds an API check runs alone before the peers are asked beside it (a watch-cache GET of
+a healthy API server answers well within it)."""
 
 
 class ApiReachability:
@@ -133,34 +138,37 @@ class ApiReachability:
             await asyncio.sleep(next_check - self._clock())
 
     async def verify(self) -> tuple[bool, OutageVerdict]:
-        """The API checked and the peers asked, together: (API answered, peers' verdict). A
-        quorum's "no writer" extends the fence at once, while the check may still hang."""
-        within = min(self._interval, self._probe_silence)
-        if self._ask_peers is None:
-            return await self.check(within), OutageVerdict.UNKNOWN
-        checking = asyncio.ensure_future(self.check(within))
+        """The API checked and, if it has not answered within `HEDGE`, the peers asked
+        beside it: (API answered, peers' verdict; UNKNOWN if they were not asked). A quorum's
+        "no writer" extends the fence as soon as it is in, while the check may still hang.
+        Asking the API alone first spares the cluster a query from every node to every other
+        when the writer merely changed (a leader hand-over, with the API up); asking the
+        peers beside a hanging check keeps a node that is cut off from everything letting go
+        as soon as the check times out."""
+        checking = asyncio.ensure_future(self.check(min(self._interval, self._probe_silence)))
         try:
+            done, _ = await asyncio.wait({checking}, timeout=HEDGE)
+            if checking in done and checking.result():
+                return True, OutageVerdict.UNKNOWN
+            if self._ask_peers is None:
+                return await checking, OutageVerdict.UNKNOWN
             verdict = await self._ask_peers()
-        except BaseException:
+            if verdict is OutageVerdict.OUTAGE:
+                self.fence.confirmed(CONFIRM_VALID)
+            answered = await checking
+        finally:
             checking.cancel()
-            raise
-        if verdict is OutageVerdict.OUTAGE:
-            self.fence.confirmed(CONFIRM_VALID)
-        answered = await checking
         if not answered:
             OUTAGE_VERDICTS.labels(verdict.value).inc()
         return answered, verdict
 
     async def justify(self) -> bool:
-        """At the fence's deadline: True if a quorum of peers confirmed the outage (the fence
-        is told), False if nothing justifies holding any more. The API is not asked again
-        here: the periodic checks (or the guard, when a vouching writer fell silent) did."""
-        if self._ask_peers is None:
-            return False
-        verdict = await self._ask_peers()
-        OUTAGE_VERDICTS.labels(verdict.value).inc()
-        if verdict is OutageVerdict.OUTAGE:
-            self.fence.confirmed(CONFIRM_VALID)
+        """At the fence's deadline: True if the API answered or a quorum of peers confirmed
+        the outage (the fence is told either way), False if nothing justifies holding any
+        more (the watchdog then fences)."""
+        answered, verdict = await self.verify()
+        if answered:
+            return True
         self._decide(verdict, fast=False, silence=None)
         return verdict is OutageVerdict.OUTAGE
 
@@ -210,7 +218,10 @@ class ApiReachability:
         self._holding_on_quorum = False
         if verdict is OutageVerdict.WRITER_HEARD:
             self.fence.unconfirmed()
-        if fast or verdict is OutageVerdict.WRITER_HEARD:
+        if not fast:  # the deadline: the watchdog fences when this returns
+            log.warning("outage.unconfirmed", node=self._node, peers=verdict.value)
+            return
+        if verdict in (OutageVerdict.WRITER_HEARD, OutageVerdict.NO_ANSWER):
             log.warning(
                 "liveness.probes_stopped",
                 node=self._node,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from eipctl.core.fence import Fence
 from eipctl.core.fields import labels_of, name_of
-from eipctl.core.liveness_wire import Flag, placement_digest
+from eipctl.core.liveness_wire import Flag, placement_digest, probe_ext_fields
 from eipctl.core.naming import LABEL_NODE
 
 from .claim_cache import ClaimCache
@@ -32,6 +32,9 @@ class Vouching:
         self._digest: bytes | None = None
         self.mismatch_since: float | None = None
         """Since when the writer's digest differs from ours (None: it does not)."""
+        self.cluster_size: int | None = None
+        """How many IpNodes the scheduler replica that probed last knows (None: no extended
+        probe yet): the denominator of the leader's quorum, so ours too (`peer_list`)."""
 
     def claims_changed(self) -> None:
         self._digest = None
@@ -50,9 +53,14 @@ class Vouching:
             self._digest = placement_digest(names)
         return self._digest
 
-    def on_probe(self, flags: Flag, digest: bytes | None) -> None:
+    def on_probe(self, flags: Flag, ext: bytes | None) -> None:
         """A valid probe (the responder's hook): only a writer's digest counts."""
-        if not flags & Flag.WRITER or digest is None:
+        if ext is None:
+            return
+        digest, nodes = probe_ext_fields(ext)
+        if nodes > 0:
+            self.cluster_size = nodes
+        if not flags & Flag.WRITER:
             return
         if digest == self.own_digest():
             self.mismatch_since = None

@@ -75,6 +75,8 @@ class Liveness:
         self._reported: dict[str, bool] = {}
         self._latest_change = float("-inf")
         """When the freshest change of any node was seen: how current our view is."""
+        self._api_stale: set[str] = set()
+        """Nodes whose last reply said API_STALE (`mark_api_stale`)."""
         self._quorum_at = float("-inf")
         self._quorum = True
         """`may_declare_deaths` as last counted, and when: counting is O(nodes), so it is
@@ -107,6 +109,20 @@ class Liveness:
         elif not seen.fenced:
             self._seen[node] = _Seen(seen.token, seen.changed_at, seen.timeout, fenced=True)
 
+    def mark_api_stale(self, node: str, stale: bool) -> bool:
+        """Whether ``node``'s controller cannot see the API (its last reply said so); True if
+        that changed. Such a node stays live and keeps its claims, but takes no new one."""
+        if stale == (node in self._api_stale):
+            return False
+        if stale:
+            self._api_stale.add(node)
+        else:
+            self._api_stale.discard(node)
+        return True
+
+    def api_stale(self) -> frozenset[str]:
+        return frozenset(self._api_stale)
+
     def is_fenced(self, node: str) -> bool:
         seen = self._seen.get(node)
         return seen is not None and seen.fenced
@@ -114,6 +130,7 @@ class Liveness:
     def forget(self, node: str) -> None:
         """The IpNode was deleted."""
         self._quorum_at = float("-inf")
+        self._api_stale.discard(node)
         self._seen.pop(node, None)
         self._reported.pop(node, None)
 

@@ -28,8 +28,10 @@ day (`Keyring`). Unknown flag bits are ignored, so a later release may add flags
 Kinds 1 and 2 (PROBE, REPLY) are the first release's and carry no ``ext``. The kinds added for
 holding through control-plane outages (docs/liveness.md, "Outages") carry 8 bytes more:
 
-- ``PROBE_EXT`` (3): a probe whose ``ext`` is the prober's `placement_digest` of the claims it
-  places on this node (zeros unless the prober is the writing leader). Sent only to a
+- ``PROBE_EXT`` (3): a probe whose ``ext`` (`probe_ext`) is the prober's `placement_digest`
+  (6 bytes) of the claims it places on this node (zeros unless the prober is the writing
+  leader) and u16 the number of IpNodes it knows (the denominator of its quorum, which the
+  controller then uses for its own: `core.outage`). Sent only to a
   responder whose replies carry ``Flag.EXTENDED``: a first-release responder drops kind 3 as
   ``kind`` and would look dead, so it keeps getting kind 1.
 - ``PEER_QUERY`` (4): a controller asks another node's controller whether it hears a writing
@@ -76,6 +78,8 @@ __all__ = [
     "peer_ext",
     "peer_silence_ms",
     "placement_digest",
+    "probe_ext",
+    "probe_ext_fields",
     "valid_node",
 ]
 
@@ -87,7 +91,8 @@ MAC_LENGTH: Final = 16
 MIN_KEY_LENGTH: Final = 16
 MAX_SEQ: Final = 2**64 - 1
 EXT_LENGTH: Final = 8
-DIGEST_LENGTH: Final = EXT_LENGTH
+DIGEST_LENGTH: Final = 6
+MAX_NODES: Final = 0xFFFF
 NO_EXT: Final = bytes(EXT_LENGTH)
 NEVER_MS: Final = 0xFFFFFFFF
 """A peer reply's silence for "never heard a writing leader"."""
@@ -261,6 +266,18 @@ def placement_digest(claims: Iterable[str]) -> bytes:
     return hashlib.sha256(text).digest()[:DIGEST_LENGTH]
 
 
+def probe_ext(digest: bytes, nodes: int) -> bytes:
+    """A PROBE_EXT's ext: the 6-byte digest and the prober's node count (capped)."""
+    if len(digest) != DIGEST_LENGTH:
+        raise ValueError(f"a digest is {DIGEST_LENGTH} bytes")
+    return digest + struct.pack("!H", max(0, min(int(nodes), MAX_NODES)))
+
+
+def probe_ext_fields(ext: bytes) -> tuple[bytes, int]:
+    """(digest, node count) of a PROBE_EXT's ext."""
+    return bytes(ext[:DIGEST_LENGTH]), int(struct.unpack_from("!H", ext, DIGEST_LENGTH)[0])
+
+
 def peer_ext(silence_ms: int) -> bytes:
     """A PEER_REPLY's ext: ``silence_ms`` since a writing leader was heard, capped."""
     return struct.pack("!II", max(0, min(int(silence_ms), NEVER_MS)), 0)
@@ -284,13 +301,13 @@ class ProbeEncoder:
         self._kid = keyring._signing_id
         self._key = keyring._signing
 
-    def encode(self, seq: int, flags: Flag, digest: bytes | None = None) -> bytes:
-        """A PROBE, or a PROBE_EXT when ``digest`` (8 bytes) is given."""
+    def encode(self, seq: int, flags: Flag, ext: bytes | None = None) -> bytes:
+        """A PROBE, or a PROBE_EXT when ``ext`` (8 bytes, `probe_ext`) is given."""
         if not 0 <= seq <= MAX_SEQ:
             raise ValueError(f"seq {seq} does not fit in 64 bits")
-        if digest is not None and len(digest) != DIGEST_LENGTH:
-            raise ValueError(f"a digest is {DIGEST_LENGTH} bytes")
-        kind = Kind.PROBE if digest is None else Kind.PROBE_EXT
+        if ext is not None and len(ext) != EXT_LENGTH:
+            raise ValueError(f"an ext is {EXT_LENGTH} bytes")
+        kind = Kind.PROBE if ext is None else Kind.PROBE_EXT
         body = (
             _HEADER.pack(
                 MAGIC,
@@ -303,7 +320,7 @@ class ProbeEncoder:
                 self._kid,
             )
             + self._node
-            + (digest or b"")
+            + (ext or b"")
         )
         return body + _mac(self._key, body)
 

@@ -51,7 +51,9 @@ class OutageVerdict(enum.Enum):
     WRITER_HEARD = "writer_heard"
     """Some node hears a writing leader that we do not: we are cut off; let go."""
     UNKNOWN = "unknown"
-    """Too few nodes answered to tell: let go (a node cut off hears nobody)."""
+    """Some answered, too few to tell: hold no longer than what holds us already."""
+    NO_ANSWER = "no_answer"
+    """No peer answered at all: we are the one cut off (a node cut off hears nobody)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,10 @@ def outage_verdict(
 ) -> OutageVerdict:
     """What the answers of peers say, for a controller that hears no writer itself.
 
+    Only OUTAGE lets it hold; WRITER_HEARD and NO_ANSWER let it go at once when the writer
+    fell silent; UNKNOWN (a few answered, not enough: peers slow to answer, or a partition
+    with a few of them) lets the fence's deadline decide, asking once more then.
+
     ``known``: the nodes in the cluster, this one included. A peer *hears a writer* when its
     silence is under ``heard_within`` (half the probe silence: a leader that stopped stopped
     for everyone within a probe round, while a leader we are cut off from keeps probing the
@@ -79,4 +85,6 @@ def outage_verdict(
         confirming += 1
     if known > 0 and confirming > HOLD_QUORUM * known:
         return OutageVerdict.OUTAGE
+    if confirming == 1 and known > 1:
+        return OutageVerdict.NO_ANSWER
     return OutageVerdict.UNKNOWN

@@ -132,6 +132,9 @@ class Cluster:
     here (no selector, or the pool is gone) admits every known node."""
     excluded: Mapping[str, Reason] = field(default_factory=dict)
     """Node -> why it may hold nothing (a planned-move reason: ``Reason.planned``)."""
+    stale: frozenset[str] = frozenset()
+    """Live nodes whose controllers cannot see the API (their replies say API_STALE): they
+    keep what they hold, but take nothing new, which they could not learn of."""
 
     def selected(self, pool: str | None) -> frozenset[str]:
         """Known nodes the pool's nodeSelector admits (exclusions not applied)."""
@@ -147,8 +150,8 @@ class Cluster:
         return selected - self.excluded.keys()
 
     def candidates(self, pool: str | None) -> frozenset[str]:
-        """Live nodes that may hold a claim of ``pool``."""
-        return self.admits(pool) & self.live
+        """Live nodes that may take a claim of ``pool`` (not stale)."""
+        return (self.admits(pool) & self.live) - self.stale
 
 
 @dataclass(frozen=True)

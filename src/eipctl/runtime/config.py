@@ -220,7 +220,9 @@ class ControllerSettings(CommonSettings):
         "file with the shared liveness key(s), one per line (the Secret eipctl-liveness)",
     )
     resync_interval: float = setting(
-        "10s", positive_duration, "full comparison of claims and link, repairing drift"
+        "30s",
+        positive_duration,
+        "full comparison of claims and link, repairing drift; refresh of the IpNode's labels",
     )
     announce_count: int = setting("3", int_range(1, 100), "gratuitous ARPs / NAs per add")
     announce_interval: float = setting(

@@ -67,6 +67,11 @@ class NodeWatch:
         """An authenticated, fresh liveness reply (the prober accepts each reply once)."""
         now = self.clock()
         was_live = self.liveness.is_live(node, now)
+        if self.liveness.mark_api_stale(node, bool(flags & Flag.API_STALE)):
+            stale = bool(flags & Flag.API_STALE)
+            self._log.info("node.api_stale" if stale else "node.api_back", node=node)
+            if not stale:
+                self.kick()  # it may take claims again
         if flags & Flag.FENCED:
             self.liveness.fence(node, now)
             if was_live:

@@ -190,7 +190,13 @@ class Placer:
             EXCLUDED_NODES.labels(why.value).set(sum(1 for e in self.excluded.values() if e is why))
         pool_views = self._pool_views.build(self.pools.objects())
         self.policies = policies = policies_for(pool_views, self.policy)
-        cluster = cluster_for(ipnodes, pool_views, self.liveness.live(started), self.excluded)
+        cluster = cluster_for(
+            ipnodes,
+            pool_views,
+            self.liveness.live(started),
+            self.excluded,
+            stale=self.liveness.api_stale(),
+        )
         views = []
         for obj in objs:
             view = placement_of(obj)

@@ -109,6 +109,7 @@ class Scheduler:
                 on_reply=self._on_reply,
                 standing=lambda: Flag.WRITER if m.leading else Flag.NONE,
                 digest=self.digests.digest,
+                nodes=lambda: len(self.liveness.known()),
             )
             m.add_runnable("liveness-prober", self._probe)
         self.dead_since = self.node_watch.dead_since

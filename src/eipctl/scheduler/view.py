@@ -172,9 +172,10 @@ def cluster_for(
     pools: Mapping[str, PoolView],
     live: frozenset[str],
     excluded: Mapping[str, Exclusion] | None = None,
+    stale: frozenset[str] = frozenset(),
 ) -> Cluster:
-    """`core.placement.Cluster` from IpNode objects, pool views, the live node names and the
-    excluded nodes (`exclusions`)."""
+    """`core.placement.Cluster` from IpNode objects, pool views, the live node names, the
+    excluded nodes (`exclusions`) and the live nodes that cannot see the API."""
     labels: dict[str, Mapping[str, str]] = {}
     for node in nodes:
         meta = node.get("metadata") or {}
@@ -186,4 +187,6 @@ def cluster_for(
         if view.node_selector is not None or view.selector_broken
     }
     out = {n: EXCLUSION_REASONS[why] for n, why in (excluded or {}).items() if n in known}
-    return Cluster(known=known, live=live & known, eligible=eligible, excluded=out)
+    return Cluster(
+        known=known, live=live & known, eligible=eligible, excluded=out, stale=stale & known
+    )

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from eipctl.controller.reachability import ApiReachability
-from eipctl.core.fence import Fence, FenceTransition
-from eipctl.kube.errors import NotFound, ServerError
+from eipctl.controller.fencing import FenceWatch
+from eipctl.controller.reachability import CONFIRM_VALID, MISMATCH_GRACE, ApiReachability
+from eipctl.core.fence import Fence, FenceTransition, Justification
+from eipctl.core.outage import OutageVerdict
+from eipctl.kube.errors import ApiError, NotFound, ServerError, TransportError, error_for
 from eipctl.metrics import REGISTRY
 from polling import eventually
 
@@ -158,3 +160,435 @@ async def test_one_immediate_check_per_silence(mode: str) -> None:
         gets = bed.api.gets
         assert bed.transitions == [FenceTransition.FENCE]
     assert gets <= 1 + 3  # the immediate one and at most the regular ones (every 0.2 s)
+
+
+# -- outages: the peers' verdict, vouches, digests (docs/liveness.md, "Outages") ------------
+
+
+class FakeClock:
+    """The monotonic clock of the fence and the reachability: it moves only when told. The
+    loops still sleep on the real loop, so they run; what they see of time is this."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RaisingApi(Api):
+    """GETs raise `exc` when the mode is "raise"; `events` says what happened in what order."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__()
+        self.exc: Exception = ApiError(429, "TooManyRequests", "")
+        self.events = events
+        self.release = asyncio.Event()
+
+    async def get(self, ref: Any, name: str, **kw: Any) -> dict[str, Any]:
+        self.events.append("get")
+        try:
+            if self.mode == "slow":  # answers once the test says so
+                await self.release.wait()
+            if self.mode == "raise":
+                self.gets += 1
+                raise self.exc
+            return await super().get(ref, name, **kw)
+        finally:
+            self.events.append("got")
+
+
+class Peers:
+    """``ask_peers``: answers the next of ``verdicts`` (the last one again once they run out)
+    and counts the questions."""
+
+    def __init__(self, events: list[str], *verdicts: OutageVerdict) -> None:
+        self.verdicts = list(verdicts)
+        self.asked = 0
+        self.events = events
+
+    async def __call__(self) -> OutageVerdict:
+        self.events.append("ask")
+        self.asked += 1
+        return self.verdicts[min(self.asked, len(self.verdicts)) - 1]
+
+
+class OutageBed:
+    """node_timeout 1, vouch_window 0.5 on a fake clock at 100: the API's word lasts until
+    101 unless renewed; the writer's probes are silent after probe_silence (0.2). Wired as
+    node.py wires them: the reachability reports through the `FenceWatch`, whose watchdog
+    asks `justify` at the deadline."""
+
+    def __init__(
+        self, *verdicts: OutageVerdict, interval: float = 0.2, probe_silence: float = 0.2
+    ) -> None:
+        self.clock = FakeClock()
+        self.events: list[str] = []
+        self.api = RaisingApi(self.events)
+        self.fence = Fence(1.0, self.clock, vouch_window=0.5)
+        self.transitions: list[FenceTransition] = []
+        self.last_probe: float | None = None
+        self.mismatch: float | None = None
+        self.relisted = 0
+        self.outages: list[tuple[Justification | None, float]] = []
+        self.peers = Peers(self.events, *verdicts) if verdicts else None
+        self.watch = FenceWatch("node-a", fence=self.fence, on_transition=self.transitions.append)
+        self.reach = ApiReachability(
+            self.api,
+            "node-a",
+            interval=interval,
+            probe_silence=probe_silence,
+            fence=self.fence,
+            on_transition=self.watch.report,
+            last_probe=lambda: self.last_probe,
+            ask_peers=self.peers,
+            mismatch_since=lambda: self.mismatch,
+            relist=self._relist,
+            on_outage=lambda reason, seconds: self.outages.append((reason, seconds)),
+            clock=self.clock,
+        )
+        self.watch.justify = self.reach.justify
+
+    def _relist(self) -> None:
+        self.relisted += 1
+
+    def asked(self) -> int:
+        return 0 if self.peers is None else self.peers.asked
+
+    def writer_fell_silent(self) -> None:
+        """A writer probed at 100; now it is 100.5: silent, while the API's word holds."""
+        self.last_probe = 100.0
+        self.clock.now = 100.5
+
+
+@contextlib.asynccontextmanager
+async def serving(bed: OutageBed, *, watchdog: bool = False) -> Any:
+    """The reachability's loops (and the fence watchdog) running; cancelled afterwards."""
+    tasks = [asyncio.create_task(bed.reach.run())]
+    if watchdog:
+        tasks.append(asyncio.create_task(bed.watch.watchdog()))
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def verdicts(verdict: str) -> float:
+    counter = "eipctl_controller_outage_verdicts_total"
+    return REGISTRY.get_sample_value(counter, {"verdict": verdict}) or 0.0
+
+
+async def test_a_silent_writer_and_a_hanging_api_hold_on_a_quorums_outage() -> None:
+    bed = OutageBed(OutageVerdict.OUTAGE)
+    bed.api.mode = "hang"
+    outages = verdicts("outage")
+    async with serving(bed, watchdog=True):
+        bed.writer_fell_silent()
+        await eventually(lambda: verdicts("outage") > outages, what="the verdict counted")
+        assert bed.asked() == 1
+        assert bed.transitions == []
+        assert not bed.fence.fenced
+        bed.clock.now = 101.25  # the API's word lapsed; the quorum's lasts until 101.5
+        assert bed.fence.justification() is Justification.QUORUM
+        assert bed.fence.deadline() == 101.5
+        assert bed.fence.check() is FenceTransition.NONE
+        await eventually(lambda: bed.outages, what="the hold reported")
+        assert bed.outages[0] == (Justification.QUORUM, 0.0)
+        await asyncio.sleep(0.2)  # four guard ticks: one question per silence
+        assert bed.asked() == 1
+        # the quorum's word lapses: the watchdog asks again, and the peers' word is renewed
+        bed.clock.now = 101.5
+        await eventually(lambda: bed.fence.deadline() == 101.5 + CONFIRM_VALID, what="renewed")
+        assert bed.asked() == 2
+        await eventually(lambda: verdicts("outage") == outages + 2, what="counted again")
+    assert bed.transitions == []
+    assert not bed.fence.fenced
+
+
+@pytest.mark.parametrize("verdict", [OutageVerdict.WRITER_HEARD, OutageVerdict.NO_ANSWER])
+async def test_a_silent_writer_and_a_hanging_api_fence_at_once_if_cut_off(
+    verdict: OutageVerdict,
+) -> None:
+    """Somebody hears the writer we do not, or nobody answers us: we are the one cut off."""
+    bed = OutageBed(verdict)
+    bed.api.mode = "hang"
+    counted = verdicts(verdict.value)
+    async with serving(bed):
+        bed.writer_fell_silent()
+        await eventually(lambda: bed.transitions, what="fenced")
+        assert bed.clock.now == 100.5  # at once: the API's word had half a second left
+        assert bed.fence.justification() is Justification.API
+    assert bed.transitions == [FenceTransition.FENCE]
+    assert bed.fence.fenced
+    assert bed.asked() == 1
+    assert verdicts(verdict.value) == counted + 1
+
+
+@pytest.mark.parametrize(
+    ("then", "fenced"),
+    [
+        (OutageVerdict.UNKNOWN, True),
+        (OutageVerdict.WRITER_HEARD, True),
+        (OutageVerdict.NO_ANSWER, True),
+        (OutageVerdict.OUTAGE, False),
+    ],
+)
+async def test_too_few_answers_leave_it_to_the_deadline_which_asks_again(
+    then: OutageVerdict, fenced: bool
+) -> None:
+    """UNKNOWN (some answered, too few): no fence at once; at the fence's deadline the
+    watchdog asks the peers once more and fences unless a quorum says OUTAGE."""
+    bed = OutageBed(OutageVerdict.UNKNOWN, then)
+    bed.api.mode = "hang"
+    unknown = verdicts("unknown")
+    async with serving(bed, watchdog=True):
+        bed.writer_fell_silent()
+        await eventually(lambda: verdicts("unknown") > unknown, what="the first verdict")
+        await asyncio.sleep(0.2)  # four guard ticks
+        assert bed.transitions == []
+        assert not bed.fence.fenced
+        assert bed.asked() == 1
+        bed.clock.now = 101.0  # the API's word lapses: the deadline
+        await eventually(lambda: bed.asked() == 2, what="asked again at the deadline")
+        if fenced:
+            await eventually(lambda: bed.transitions, what="fenced at the deadline")
+            assert bed.transitions == [FenceTransition.FENCE]
+        else:
+            await eventually(lambda: bed.fence.deadline() > 101.0, what="held on")
+            assert bed.fence.justification() is Justification.QUORUM
+            assert bed.transitions == []
+
+
+async def test_a_writer_heard_elsewhere_also_ends_an_earlier_quorums_word() -> None:
+    bed = OutageBed(OutageVerdict.WRITER_HEARD)
+    bed.fence.confirmed(10.0)
+    bed.api.mode = "hang"
+    async with serving(bed):
+        bed.writer_fell_silent()
+        await eventually(lambda: bed.transitions, what="fenced")
+    assert bed.transitions == [FenceTransition.FENCE]
+    assert bed.fence.deadline() == 101.0  # only the API's word is left
+
+
+async def test_a_silent_writer_with_the_api_answering_asks_no_peer_and_fences_nothing() -> None:
+    """A leader hand-over with the API up: the moves come through our watch, and no node
+    queries every other."""
+    bed = OutageBed(OutageVerdict.WRITER_HEARD, interval=30.0)  # one periodic read, at start
+    bed.api.mode = "raise"  # a 429: the server answers, busy
+    async with serving(bed):
+        await eventually(lambda: bed.api.gets == 1, what="the periodic read")
+        bed.writer_fell_silent()
+        await eventually(lambda: bed.api.gets == 2, what="the guard's read")
+        await asyncio.sleep(0.2)  # four guard ticks
+        assert bed.transitions == []
+        assert not bed.fence.fenced
+        assert bed.fence.api_silence() == 0.0  # the 429 counted as the API's answer
+    assert bed.asked() == 0
+
+
+async def test_the_periodic_check_reads_nothing_while_the_writer_vouches() -> None:
+    bed = OutageBed(interval=0.02)
+    bed.fence.vouched()  # until 100.5 on the fake clock
+    async with serving(bed):
+        await asyncio.sleep(0.3)  # 15 intervals
+        assert bed.api.gets == 0
+        bed.clock.now = 100.5  # the vouch lapsed
+        await eventually(lambda: bed.api.gets >= 2, what="reads again")
+        assert bed.fence.api_silence() == 0.0
+    assert bed.transitions == []
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ApiError(429),
+        ApiError(429, "TooManyRequests", "rate limited"),
+        ServerError(429, "TooManyRequests", ""),  # what error_for makes of a 429
+        error_for(429),
+        ApiError(403, "Forbidden", ""),
+    ],
+    ids=repr,
+)
+async def test_an_http_answer_below_500_is_the_api_answering(exc: Exception) -> None:
+    bed = OutageBed()
+    bed.api.mode, bed.api.exc = "raise", exc
+    bed.fence.lose()
+    bed.fence.failed()
+    bed.clock.now = 100.75
+    assert await bed.reach.check(0.5)
+    assert bed.transitions == [FenceTransition.RESTORE]
+    assert not bed.fence.api_failing
+    assert bed.fence.deadline() == 101.75
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ApiError(503),
+        ServerError(503, "ServiceUnavailable", ""),
+        ApiError(504, "Timeout", ""),
+        TransportError("connection refused"),
+        OSError("no route"),
+    ],
+    ids=repr,
+)
+async def test_a_5xx_or_no_http_answer_is_not_the_api_answering(exc: Exception) -> None:
+    bed = OutageBed()
+    bed.api.mode, bed.api.exc = "raise", exc
+    bed.clock.now = 100.75
+    assert not await bed.reach.check(0.5)
+    assert bed.fence.api_failing
+    assert bed.fence.deadline() == 101.0
+    assert bed.transitions == []
+
+
+async def test_verify_asks_no_peer_when_the_api_answers_a_429() -> None:
+    bed = OutageBed(OutageVerdict.WRITER_HEARD)
+    bed.api.mode = "raise"
+    assert await bed.reach.verify() == (True, OutageVerdict.UNKNOWN)
+    assert bed.asked() == 0
+    assert bed.transitions == []
+
+
+async def test_verify_asks_the_peers_after_a_503() -> None:
+    bed = OutageBed(OutageVerdict.WRITER_HEARD)
+    bed.api.mode, bed.api.exc = "raise", ApiError(503)
+    counted = verdicts("writer_heard")
+    assert await bed.reach.verify() == (False, OutageVerdict.WRITER_HEARD)
+    assert bed.events == ["get", "got", "ask"]
+    assert verdicts("writer_heard") == counted + 1
+    assert bed.transitions == []  # verify decides nothing; the guard does
+
+
+async def test_a_hanging_check_gets_the_peers_asked_and_a_quorums_word_taken_at_once() -> None:
+    """The quorum's "no writer" extends the fence as soon as it is in, while the check may
+    still hang; the verdict is counted once the check gave up."""
+    bed = OutageBed(OutageVerdict.OUTAGE)
+    bed.api.mode = "hang"
+    bed.clock.now = 100.5
+    outages = verdicts("outage")
+    verifying = asyncio.create_task(bed.reach.verify())
+    await eventually(lambda: bed.fence.deadline() == 100.5 + CONFIRM_VALID, what="confirmed")
+    assert bed.events[0] == "get"  # the API is asked first
+    async with asyncio.timeout(5):
+        assert await verifying == (False, OutageVerdict.OUTAGE)
+    assert sorted(bed.events) == ["ask", "get", "got"]  # the hanging GET ended, once
+    assert bed.fence.api_failing
+    assert verdicts("outage") == outages + 1
+
+
+async def test_a_slow_api_gets_the_peers_asked_beside_it_and_its_answer_still_counts() -> None:
+    """The check runs alone for HEDGE only; an answer after that is an answer all the same,
+    and the peers' verdict is not counted as an outage verdict then."""
+    bed = OutageBed(OutageVerdict.WRITER_HEARD, interval=30.0, probe_silence=30.0)
+    bed.api.mode = "slow"
+    counted = verdicts("writer_heard")
+    verifying = asyncio.create_task(bed.reach.verify())
+    await eventually(bed.asked, what="the peers asked beside the slow check")
+    assert not verifying.done()
+    bed.api.release.set()
+    async with asyncio.timeout(5):
+        answered, _ = await verifying
+    assert answered
+    assert bed.events == ["get", "ask", "got"]
+    assert bed.fence.api_silence() == 0.0
+    assert verdicts("writer_heard") == counted
+    assert bed.transitions == []
+
+
+def api_down(bed: OutageBed) -> OutageBed:
+    """GETs fail at once with a 503 (no server behind the load balancer)."""
+    bed.api.mode, bed.api.exc = "raise", ApiError(503, "ServiceUnavailable", "")
+    return bed
+
+
+async def test_justify_on_an_outage_extends_the_fence_and_says_so() -> None:
+    bed = api_down(OutageBed(OutageVerdict.OUTAGE))
+    bed.clock.now = 101.0  # the deadline: the API's word just lapsed
+    outages = verdicts("outage")
+    assert await bed.reach.justify()
+    assert bed.fence.justification() is Justification.QUORUM
+    assert bed.fence.deadline() == 101.0 + CONFIRM_VALID
+    assert bed.fence.check() is FenceTransition.NONE
+    assert bed.transitions == []
+    assert verdicts("outage") == outages + 1
+    bed.clock.now += CONFIRM_VALID  # asked again when the word lapses
+    assert await bed.reach.justify()
+    assert bed.fence.deadline() == 102.0 + CONFIRM_VALID
+    assert bed.asked() == 2
+
+
+async def test_justify_when_the_api_answers_is_true_without_asking_the_peers() -> None:
+    bed = OutageBed(OutageVerdict.WRITER_HEARD)
+    bed.clock.now = 101.0
+    assert await bed.reach.justify()
+    assert bed.fence.justification() is Justification.API
+    assert bed.fence.deadline() == 102.0
+    assert bed.asked() == 0
+    assert bed.transitions == []
+
+
+@pytest.mark.parametrize("verdict", [OutageVerdict.UNKNOWN, OutageVerdict.NO_ANSWER])
+async def test_justify_without_a_quorum_is_false_and_extends_nothing(
+    verdict: OutageVerdict,
+) -> None:
+    bed = api_down(OutageBed(verdict))
+    bed.clock.now = 101.0
+    counted = verdicts(verdict.value)
+    assert not await bed.reach.justify()
+    assert bed.fence.deadline() == 101.0
+    assert bed.fence.justification() is None
+    assert bed.transitions == []  # the watchdog's check() fences
+    assert verdicts(verdict.value) == counted + 1
+
+
+async def test_justify_when_a_peer_hears_a_writer_is_false_and_ends_the_quorums_word() -> None:
+    bed = api_down(OutageBed(OutageVerdict.WRITER_HEARD))
+    bed.clock.now = 100.75
+    bed.fence.confirmed(0.5)  # an earlier quorum's word, until 101.25
+    bed.clock.now = 101.0  # the API's word lapsed
+    assert not await bed.reach.justify()
+    assert bed.fence.deadline() == 101.0  # the earlier word ended
+    assert bed.fence.justification() is None
+    assert bed.transitions == []  # the watchdog fences
+    assert bed.fence.check() is FenceTransition.FENCE
+
+
+async def test_justify_with_nobody_to_ask_is_false() -> None:
+    bed = api_down(OutageBed())
+    bed.clock.now = 101.0
+    assert not await bed.reach.justify()
+    assert bed.fence.deadline() == 101.0
+
+
+async def test_a_digest_mismatch_past_the_grace_with_the_api_hanging_fences() -> None:
+    bed = OutageBed()
+    bed.api.mode = "hang"
+    bed.mismatch = bed.clock.now - MISMATCH_GRACE
+    async with serving(bed):
+        await eventually(lambda: bed.transitions, what="fenced")
+        assert bed.fence.justification() is Justification.API  # fenced before the deadline
+    assert bed.transitions == [FenceTransition.FENCE]
+    assert bed.relisted == 0
+
+
+async def test_a_digest_mismatch_past_the_grace_with_the_api_answering_relists_once() -> None:
+    bed = OutageBed()
+    bed.mismatch = bed.clock.now  # a watch event in flight, maybe
+    async with serving(bed):
+        await asyncio.sleep(0.3)  # six guard ticks within the grace: nothing
+        assert bed.relisted == 0
+        bed.clock.now += MISMATCH_GRACE
+        await eventually(lambda: bed.relisted, what="relisted")
+        await asyncio.sleep(0.3)
+        assert bed.relisted == 1  # once per mismatch
+        bed.mismatch = None  # the digests agree again...
+        await asyncio.sleep(0.1)
+        bed.mismatch = bed.clock.now - MISMATCH_GRACE  # ...and differ again, long enough
+        await eventually(lambda: bed.relisted == 2, what="relisted again")
+    assert bed.transitions == []
+    assert not bed.fence.fenced

@@ -26,6 +26,8 @@ from eipctl.core.liveness_wire import (
     peer_ext,
     peer_silence_ms,
     placement_digest,
+    probe_ext,
+    probe_ext_fields,
 )
 
 OLD = b"old-key-0123456789abcdef"
@@ -150,9 +152,23 @@ def test_the_placement_digest_names_the_set(names: list[str], rnd: object) -> No
     shuffled = list(names)
     rnd.shuffle(shuffled)  # type: ignore[attr-defined]
     assert placement_digest(shuffled + shuffled[:1]) == placement_digest(names)
-    assert len(placement_digest(names)) == 8
+    assert len(placement_digest(names)) == 6
     # one claim more (a name the strategy cannot draw: two dots) is another set
     assert placement_digest([*names, "x.y.z"]) != placement_digest(names)
+
+
+@given(st.binary(min_size=6, max_size=6), st.integers(-5, 2**20))
+def test_a_probe_ext_carries_the_digest_and_the_node_count_capped(
+    digest: bytes, nodes: int
+) -> None:
+    ext = probe_ext(digest, nodes)
+    assert len(ext) == 8
+    assert probe_ext_fields(ext) == (digest, max(0, min(nodes, 0xFFFF)))
+
+
+def test_a_probe_ext_needs_a_6_byte_digest() -> None:
+    with pytest.raises(ValueError, match="6 bytes"):
+        probe_ext(bytes(8), 3)
 
 
 @given(st.integers(-5, 2**40))

@@ -6,16 +6,38 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from eipctl.core.liveness_wire import Flag, Keyring, Kind, Packet, decode, encode
+from eipctl.core.liveness_wire import (
+    NEVER_MS,
+    Flag,
+    Keyring,
+    Kind,
+    Packet,
+    ProbeEncoder,
+    decode,
+    encode,
+    peer_ext,
+    peer_silence_ms,
+    placement_digest,
+    probe_ext,
+    probe_ext_fields,
+)
+from eipctl.core.outage import OutageVerdict, outage_verdict
 from eipctl.metrics import REGISTRY
-from eipctl.net.liveness import CHUNK, LivenessProber, LivenessResponder, read_keyring
+from eipctl.net.liveness import (
+    CHUNK,
+    LivenessProber,
+    LivenessResponder,
+    PeerQuerier,
+    read_keyring,
+)
 
 KEYS = Keyring([b"liveness-test-key-0123456789"])
 OTHER_KEYS = Keyring([b"some-other-key-0123456789"])
@@ -455,3 +477,511 @@ def test_read_keyring_names_the_path(tmp_path: Path) -> None:
         read_keyring(str(keys))
     with pytest.raises(ValueError, match=str(tmp_path / "missing")):
         read_keyring(str(tmp_path / "missing"))
+
+
+# -- holding through control-plane outages: PROBE_EXT, writers' probes, peer queries -----------
+
+SESSION = bytes(range(8))
+DIGEST = placement_digest(["10-0-0-1", "10-0-0-2"])
+EXT = probe_ext(DIGEST, 3)  # what a leader knowing 3 nodes sends a node holding two claims
+NO_DIGEST = bytes(len(DIGEST))
+
+
+class Probes:
+    """An ``on_probe`` that records what it is told."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[Flag, bytes | None]] = []
+
+    def __call__(self, flags: Flag, ext: bytes | None) -> None:
+        self.got.append((flags, ext))
+
+
+@pytest_asyncio.fixture
+async def started() -> AsyncIterator[Callable[..., Awaitable[LivenessResponder]]]:
+    """Starts responders on 127.0.0.1 with any constructor options; closes them afterwards."""
+    made: list[LivenessResponder] = []
+
+    async def start(node: str = "node-a", **options: Any) -> LivenessResponder:
+        options.setdefault("flags", lambda: Flag.NONE)
+        made.append(LivenessResponder(node, KEYS, **options))
+        await made[-1].start("127.0.0.1", 0)
+        return made[-1]
+
+    yield start
+    for each in made:
+        each.close()
+        await each.wait_closed()
+
+
+@pytest_asyncio.fixture
+async def standing_prober() -> AsyncIterator[Callable[..., tuple[LivenessProber, Replies]]]:
+    """Like `prober`, with ``standing`` and ``digest`` callables."""
+    made: list[tuple[LivenessProber, asyncio.Task[None]]] = []
+
+    def make(
+        *,
+        standing: Callable[[], Flag],
+        digest: Callable[[str], bytes] | None = None,
+        nodes: Callable[[], int] | None = None,
+        window: int = 16,
+    ) -> tuple[LivenessProber, Replies]:
+        replies = Replies()
+        scheduler = LivenessProber(
+            KEYS,
+            interval=INTERVAL,
+            on_reply=replies,
+            window=window,
+            standing=standing,
+            digest=digest,
+            nodes=nodes,
+        )
+        made.append((scheduler, asyncio.create_task(scheduler.run())))
+        return scheduler, replies
+
+    yield make
+    for scheduler, task in made:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        scheduler.close()
+        await scheduler.wait_closed()
+
+
+def extended_reply(probe: Packet) -> bytes:
+    """The reply of a controller of this release to ``probe`` (a PROBE or a PROBE_EXT)."""
+    return reply_to(probe, flags=Flag.EXTENDED, ext=b"")
+
+
+async def exchange(sock: socket.socket, port: int, datagram: bytes) -> Packet:
+    """Send ``datagram`` to 127.0.0.1:``port`` from ``sock`` and decode the answer."""
+    sock.sendto(datagram, ("127.0.0.1", port))
+    answer, source = await next_probe(sock)
+    assert source == ("127.0.0.1", port)
+    return answer
+
+
+async def test_a_probe_ext_hands_its_ext_to_on_probe_and_gets_an_extended_reply(
+    started, fake_node: socket.socket
+) -> None:
+    probes = Probes()
+    node = await started(on_probe=probes, flags=lambda: Flag.API_STALE)
+    encoder = ProbeEncoder("node-a", SESSION, KEYS)
+    writer = Flag.STANDING | Flag.WRITER
+    reply = await exchange(fake_node, node.port, encoder.encode(7, writer, EXT))
+    assert reply == Packet(Kind.REPLY, "node-a", SESSION, 7, Flag.API_STALE | Flag.EXTENDED)
+    assert probes.got == [(writer, EXT)]
+    # a plain probe is answered the same way, and on_probe hears of it without a digest
+    reply = await exchange(fake_node, node.port, encoder.encode(8, Flag.STANDING))
+    assert reply == Packet(Kind.REPLY, "node-a", SESSION, 8, Flag.API_STALE | Flag.EXTENDED)
+    assert probes.got == [(writer, EXT), (Flag.STANDING, None)]
+
+
+async def test_a_failing_on_probe_does_not_stop_the_answers(
+    started, fake_node: socket.socket
+) -> None:
+    def on_probe(flags: Flag, ext: bytes | None) -> None:
+        raise RuntimeError("the consumer is broken")
+
+    node = await started(on_probe=on_probe)
+    encoder = ProbeEncoder("node-a", SESSION, KEYS)
+    reply = await exchange(fake_node, node.port, encoder.encode(1, Flag.WRITER, EXT))
+    assert reply.kind is Kind.REPLY and reply.seq == 1
+    assert node.last_writer_at is not None
+
+
+@pytest.mark.parametrize("extended", [False, True])
+@pytest.mark.parametrize(
+    ("flags", "writer"),
+    [
+        (Flag.STANDING | Flag.WRITER, True),
+        (Flag.WRITER, True),
+        (Flag.NONE, True),  # no standing: a first-release scheduler, maybe the leader
+        (Flag.STANDING, False),
+    ],
+)
+async def test_which_probes_are_a_writers(
+    started, fake_node: socket.socket, flags: Flag, writer: bool, extended: bool
+) -> None:
+    node = await started()
+    assert node.last_writer_at is None and node.writer_silence() is None
+    loop = asyncio.get_running_loop()
+    before = loop.time()
+    probe = ProbeEncoder("node-a", SESSION, KEYS).encode(1, flags, EXT if extended else None)
+    await exchange(fake_node, node.port, probe)
+    assert node.last_probe_at is not None
+    assert before <= node.last_probe_at <= loop.time()
+    assert node.standing_seen is bool(flags & Flag.STANDING)
+    if writer:
+        assert node.last_writer_at == node.last_probe_at
+        silence = node.writer_silence()
+        assert silence is not None and 0 <= silence <= loop.time() - before
+    else:
+        assert node.last_writer_at is None
+        assert node.writer_silence() is None
+
+
+async def test_a_standing_only_probe_leaves_the_last_writer_time_alone(
+    started, fake_node: socket.socket
+) -> None:
+    node = await started()
+    encoder = ProbeEncoder("node-a", SESSION, KEYS)
+    await exchange(fake_node, node.port, encoder.encode(1, Flag.STANDING | Flag.WRITER))
+    written = node.last_writer_at
+    assert written is not None
+    await asyncio.sleep(0.01)
+    await exchange(fake_node, node.port, encoder.encode(2, Flag.STANDING, EXT))
+    assert node.last_writer_at == written
+    assert node.last_probe_at is not None and node.last_probe_at > written
+
+
+async def test_the_prober_sends_plain_probes_until_a_reply_says_extended(
+    standing_prober, fake_node: socket.socket
+) -> None:
+    standing = Flag.STANDING | Flag.WRITER
+    asked: list[str] = []
+
+    def digest(node: str) -> bytes:
+        asked.append(node)
+        return DIGEST
+
+    scheduler, replies = standing_prober(standing=lambda: standing, digest=digest, nodes=lambda: 7)
+    scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
+    for _ in range(3):  # nothing heard yet: plain probes, whatever our standing
+        probe, source = await next_probe(fake_node)
+        assert probe.kind is Kind.PROBE and probe.ext == b""
+        assert probe.flags == Flag.STANDING | Flag.WRITER
+    # a first-release controller's reply (no EXTENDED): still plain probes
+    fake_node.sendto(reply_to(probe), source)
+    await eventually(lambda: len(replies.got) == 1, "the plain reply accepted")
+    drain(fake_node)
+    probe, source = await next_probe(fake_node)
+    assert probe.kind is Kind.PROBE
+    assert asked == []
+    # EXTENDED: PROBE_EXT with the digest of what the writer places there, and nodes()
+    fake_node.sendto(extended_reply(probe), source)
+    await eventually(lambda: len(replies.got) == 2, "the extended reply accepted")
+    drain(fake_node)
+    probe, source = await next_probe(fake_node)
+    assert probe.kind is Kind.PROBE_EXT
+    assert probe_ext_fields(probe.ext) == (DIGEST, 7)
+    assert probe.flags == Flag.STANDING | Flag.WRITER
+    assert asked and set(asked) == {"node-a"}
+    # no longer a writer: PROBE_EXT still, but the digest is zeros and WRITER is gone
+    standing = Flag.STANDING
+    for _ in range(200):
+        fake_node.sendto(extended_reply(probe), source)
+        probe, source = await next_probe(fake_node)
+        if not probe.flags & Flag.WRITER:
+            break
+    assert probe.flags == Flag.STANDING
+    assert probe.kind is Kind.PROBE_EXT
+    assert probe_ext_fields(probe.ext) == (NO_DIGEST, 7)  # the node count all the same
+
+
+async def test_a_probe_always_says_standing(standing_prober, fake_node: socket.socket) -> None:
+    def broken() -> Flag:
+        raise RuntimeError("who leads?")
+
+    for standing in (lambda: Flag.WRITER, broken):
+        scheduler, _ = standing_prober(standing=standing)
+        scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
+        probe, _ = await next_probe(fake_node)
+        assert probe.flags & Flag.STANDING
+        assert bool(probe.flags & Flag.WRITER) is (standing is not broken)
+        scheduler.set_targets({})
+        await asyncio.sleep(2 * INTERVAL)
+        drain(fake_node)
+
+
+async def test_a_failing_digest_vouches_for_nothing(
+    standing_prober, fake_node: socket.socket
+) -> None:
+    def digest(node: str) -> bytes:
+        raise RuntimeError("no claims listed yet")
+
+    scheduler, replies = standing_prober(
+        standing=lambda: Flag.STANDING | Flag.WRITER, digest=digest
+    )
+    scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
+    probe, source = await next_probe(fake_node)
+    fake_node.sendto(extended_reply(probe), source)
+    await eventually(lambda: len(replies.got) == 1, "the extended reply accepted")
+    drain(fake_node)
+    probe, _ = await next_probe(fake_node)
+    assert probe.kind is Kind.PROBE_EXT
+    assert probe_ext_fields(probe.ext) == (NO_DIGEST, 1)  # no nodes(): its own target count
+    assert probe.flags == Flag.STANDING  # WRITER dropped: a zero digest vouches for nothing
+
+
+async def test_the_prober_falls_back_to_plain_probes_after_half_a_window_unanswered(
+    standing_prober, fake_node: socket.socket
+) -> None:
+    """A controller rolled back to the first release drops kind 3: after window // 2 rounds
+    without an accepted reply it gets kind 1 again, and kind 3 once it says EXTENDED again."""
+    window = 8
+    scheduler, replies = standing_prober(
+        standing=lambda: Flag.STANDING | Flag.WRITER, digest=lambda node: DIGEST, window=window
+    )
+    scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
+    for _ in range(200):  # answer the freshest probe, EXTENDED, until kind 3 comes
+        drain(fake_node)
+        probe, source = await next_probe(fake_node)
+        if probe.kind is Kind.PROBE_EXT:
+            break
+        fake_node.sendto(extended_reply(probe), source)
+    assert probe.kind is Kind.PROBE_EXT
+    count = len(replies.got)
+    fake_node.sendto(extended_reply(probe), source)  # the last answer
+    await eventually(lambda: len(replies.got) == count + 1, "the last reply accepted")
+    last = probe.seq
+    drain(fake_node)  # probes sent before it was accepted
+    seen: list[tuple[int, Kind]] = []
+    while True:
+        probe, source = await next_probe(fake_node)
+        seen.append((probe.seq, probe.kind))
+        if probe.kind is Kind.PROBE:
+            break
+    for seq, kind in seen:
+        assert (kind is Kind.PROBE_EXT) == (seq - last <= window // 2), (last, seen)
+    assert seen[-1][0] > last + window // 2
+    # it answers again, EXTENDED: kind 3 again
+    count = len(replies.got)
+    fake_node.sendto(extended_reply(probe), source)
+    await eventually(lambda: len(replies.got) == count + 1, "the new reply accepted")
+    drain(fake_node)
+    probe, _ = await next_probe(fake_node)
+    assert probe.kind is Kind.PROBE_EXT and probe_ext_fields(probe.ext)[0] == DIGEST
+
+
+def peer_answers(answer: str) -> float:
+    value = REGISTRY.get_sample_value("eipctl_liveness_peer_answers_total", {"answer": answer})
+    return value or 0.0
+
+
+async def hear_a_writer(node: LivenessResponder) -> None:
+    """Probe ``node`` once as the writing leader, from a socket of our own."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as leader:
+        leader.bind(("127.0.0.1", 0))
+        leader.setblocking(False)
+        probe = ProbeEncoder(node._node, SESSION, KEYS).encode(1, Flag.STANDING | Flag.WRITER)
+        await exchange(leader, node.port, probe)
+    assert node.last_writer_at is not None
+
+
+async def test_a_peer_query_is_answered_with_the_writer_silence(
+    started, fake_node: socket.socket
+) -> None:
+    heard = await started("node-b", writer_heard_within=WAIT)
+    never = await started("node-c")
+    await hear_a_writer(heard)
+    loop = asyncio.get_running_loop()
+    query = Packet(Kind.PEER_QUERY, "node-b", SESSION, 42)
+    before = loop.time()
+    answer = await exchange(fake_node, heard.port, encode(query, KEYS))
+    assert answer.kind is Kind.PEER_REPLY
+    assert (answer.node, answer.session, answer.seq) == ("node-b", SESSION, 42)
+    assert answer.flags == Flag.WRITER_HEARD
+    assert heard.last_writer_at is not None
+    assert peer_silence_ms(answer.ext) <= int((loop.time() - heard.last_writer_at) * 1000)
+    assert peer_silence_ms(answer.ext) >= int((before - heard.last_writer_at) * 1000) - 1
+    assert answer.ext[4:] == bytes(4)
+    query = replace(query, node="node-c", seq=43)
+    answer = await exchange(fake_node, never.port, encode(query, KEYS))
+    assert (answer.kind, answer.node, answer.seq) == (Kind.PEER_REPLY, "node-c", 43)
+    assert answer.flags == Flag.NONE
+    assert answer.ext == peer_ext(NEVER_MS)
+    # a query for another node is refused like a probe for another node
+    before_refused = rejected("responder", "other_node")
+    fake_node.sendto(encode(replace(query, node="node-b"), KEYS), ("127.0.0.1", never.port))
+    await eventually(lambda: rejected("responder", "other_node") > before_refused, "refused")
+    assert drain(fake_node) == 0
+
+
+async def test_a_writer_heard_longer_ago_than_writer_heard_within_is_not_flagged(
+    started, fake_node: socket.socket
+) -> None:
+    node = await started("node-b", writer_heard_within=0.05)
+    await hear_a_writer(node)
+    await asyncio.sleep(0.1)
+    answer = await exchange(
+        fake_node, node.port, encode(Packet(Kind.PEER_QUERY, "node-b", SESSION, 1), KEYS)
+    )
+    assert answer.flags == Flag.NONE
+    assert 100 <= peer_silence_ms(answer.ext) < NEVER_MS
+
+
+async def test_a_querier_gathers_the_writer_silences_of_its_peers(started) -> None:
+    asking = await started("node-a")
+    heard = await started("node-b")
+    never = await started("node-c")
+    querier = PeerQuerier("node-a", KEYS, asking)
+    querier.set_peers(
+        {
+            "node-a": ("127.0.0.1", asking.port),  # itself: skipped
+            "node-b": ("127.0.0.1", heard.port),
+            "node-c": ("127.0.0.1", never.port),
+        }
+    )
+    assert set(querier.peers) == {"node-b", "node-c"}
+    await hear_a_writer(heard)
+    no_writer = peer_answers("no_writer")
+    loop = asyncio.get_running_loop()
+    started_at = loop.time()
+    # heard_within 0: no answer ends the round early, both are awaited
+    answers = await querier.ask(within=WAIT, resend_every=WAIT, heard_within=0.0)
+    elapsed = loop.time() - started_at
+    assert elapsed < WAIT  # every peer answered: no waiting for ``within``
+    by_node = {a.node: a.writer_silence for a in answers}
+    assert set(by_node) == {"node-b", "node-c"}
+    assert by_node["node-c"] is None
+    silence_b = by_node["node-b"]
+    assert silence_b is not None
+    assert heard.last_writer_at is not None
+    assert 0 <= silence_b <= loop.time() - heard.last_writer_at
+    assert peer_answers("no_writer") == no_writer + 2
+    # with a larger heard_within, node-b's answer says it hears a writer
+    verdict = outage_verdict(
+        await querier.ask(within=WAIT, resend_every=WAIT, heard_within=WAIT),
+        known=3,
+        heard_within=WAIT,
+    )
+    assert verdict is OutageVerdict.WRITER_HEARD
+
+
+async def test_a_querier_with_no_peers_returns_at_once(started) -> None:
+    querier = PeerQuerier("node-a", KEYS, await started("node-a"))
+    querier.set_peers({"node-a": ("127.0.0.1", 9)})
+    async with asyncio.timeout(WAIT):
+        assert await querier.ask(within=WAIT * 10, resend_every=1.0, heard_within=0.1) == []
+
+
+async def test_peer_replies_the_querier_did_not_ask_for_are_refused_and_counted(
+    started, fake_node: socket.socket
+) -> None:
+    asking = await started("node-a")
+    querier = PeerQuerier("node-a", KEYS, asking)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as node_c:
+        node_c.bind(("127.0.0.1", 0))
+        node_c.setblocking(False)
+        querier.set_peers(
+            {"node-b": ("127.0.0.1", port_of(fake_node)), "node-c": ("127.0.0.1", port_of(node_c))}
+        )
+        target = ("127.0.0.1", asking.port)
+        round_ = asyncio.create_task(querier.ask(within=WAIT, resend_every=WAIT, heard_within=0.0))
+        query, source = await next_probe(fake_node)
+        assert (query.kind, query.node) == (Kind.PEER_QUERY, "node-b")
+        assert source == target  # queries leave from the responder's socket
+        query_c, _ = await next_probe(node_c)
+        assert (query_c.session, query_c.seq, query_c.node) == (query.session, query.seq, "node-c")
+
+        def answer(**changes: Any) -> bytes:
+            fields: dict[str, Any] = {"kind": Kind.PEER_REPLY, "ext": peer_ext(0), **changes}
+            return encode(replace(query, **fields), KEYS)
+
+        good = answer(ext=peer_ext(1500))
+        for datagram, sock, reason in [
+            (answer(session=bytes(8)), fake_node, "session"),  # not this querier's session
+            (answer(seq=query.seq - 1), fake_node, "stale"),  # an earlier round's
+            (answer(node="node-z"), fake_node, "unknown_node"),
+            (answer(), node_c, "source"),  # node-b's answer from node-c's address
+        ]:
+            before = rejected("querier", reason)
+            sock.sendto(datagram, target)
+            await eventually(lambda r=reason, b=before: rejected("querier", r) > b, reason)
+        fake_node.sendto(good, target)
+        before = rejected("querier", "replay")
+        fake_node.sendto(good, target)  # the same answer again, in the same round
+        await eventually(lambda: rejected("querier", "replay") > before, "the replay refused")
+        assert not round_.done()  # node-c has not answered yet
+        node_c.sendto(answer(node="node-c", ext=peer_ext(NEVER_MS)), target)
+        async with asyncio.timeout(WAIT):
+            answers = await round_
+        assert {a.node: a.writer_silence for a in answers} == {"node-b": 1.5, "node-c": None}
+        # between rounds: nobody asked
+        before = rejected("querier", "no_query")
+        fake_node.sendto(good, target)
+        await eventually(lambda: rejected("querier", "no_query") > before, "refused: no round")
+        # the next round: the recorded answer of the last is stale
+        drain(fake_node)
+        drain(node_c)
+        round_ = asyncio.create_task(querier.ask(within=0.5, resend_every=WAIT, heard_within=0.0))
+        await next_probe(fake_node)
+        before = rejected("querier", "stale")
+        fake_node.sendto(good, target)
+        await eventually(lambda: rejected("querier", "stale") > before, "the old answer refused")
+        async with asyncio.timeout(WAIT):
+            assert await round_ == []
+
+
+async def test_a_peer_that_does_not_answer_ends_the_round_after_within(
+    started, fake_node: socket.socket
+) -> None:
+    asking = await started("node-a")
+    answering = await started("node-b")
+    querier = PeerQuerier("node-a", KEYS, asking)
+    querier.set_peers(
+        {"node-b": ("127.0.0.1", answering.port), "node-d": ("127.0.0.1", port_of(fake_node))}
+    )
+    loop = asyncio.get_running_loop()
+    within = 1.0
+    started_at = loop.time()
+    async with asyncio.timeout(WAIT):
+        answers = await querier.ask(within=within, resend_every=0.2, heard_within=0.1)
+    elapsed = loop.time() - started_at
+    assert within - 0.05 <= elapsed < WAIT
+    assert [(a.node, a.writer_silence) for a in answers] == [("node-b", None)]
+    # the silent peer was asked again (a lost datagram must not end a hold), in one round
+    queries = []
+    while True:
+        try:
+            data = fake_node.recv(2048)
+        except BlockingIOError:
+            break
+        queries.append(decode(data, KEYS))
+    assert len(queries) >= 2
+    assert {(q.kind, q.node, q.session, q.seq) for q in queries} == {
+        (Kind.PEER_QUERY, "node-d", queries[0].session, queries[0].seq)
+    }
+
+
+async def test_a_reply_without_extended_makes_the_probes_plain_again(
+    standing_prober, fake_node: socket.socket
+) -> None:
+    """A controller rolled back to the first release answers plain probes without EXTENDED:
+    it gets kind 1 from then on, not kind 3 again after its next reply."""
+    scheduler, replies = standing_prober(
+        standing=lambda: Flag.STANDING | Flag.WRITER, digest=lambda node: DIGEST
+    )
+    scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
+    for _ in range(200):
+        drain(fake_node)
+        probe, source = await next_probe(fake_node)
+        if probe.kind is Kind.PROBE_EXT:
+            break
+        fake_node.sendto(extended_reply(probe), source)
+    assert probe.kind is Kind.PROBE_EXT
+    for _ in range(3):  # every accepted reply without EXTENDED: plain probes next
+        count = len(replies.got)
+        fake_node.sendto(reply_to(probe, flags=Flag.NONE, ext=b""), source)
+        await eventually(lambda c=count: len(replies.got) == c + 1, "the plain reply accepted")
+        drain(fake_node)
+        probe, source = await next_probe(fake_node)
+        assert probe.kind is Kind.PROBE
+
+
+async def test_a_peer_hearing_a_writer_ends_the_round_without_waiting_for_the_others(
+    started, fake_node: socket.socket
+) -> None:
+    asking = await started("node-a")
+    heard = await started("node-b")
+    await hear_a_writer(heard)
+    querier = PeerQuerier("node-a", KEYS, asking)
+    querier.set_peers(
+        {"node-b": ("127.0.0.1", heard.port), "node-d": ("127.0.0.1", port_of(fake_node))}
+    )
+    # node-d never answers; within is far beyond WAIT, so only the early end can pass
+    async with asyncio.timeout(WAIT):
+        answers = await querier.ask(within=40.0, resend_every=WAIT, heard_within=WAIT)
+    assert [a.node for a in answers] == ["node-b"]
+    assert outage_verdict(answers, known=3, heard_within=WAIT) is OutageVerdict.WRITER_HEARD

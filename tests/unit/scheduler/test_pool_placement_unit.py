@@ -124,6 +124,9 @@ class Live:
     def live(self, _now: float) -> frozenset[str]:
         return self.nodes
 
+    def api_stale(self) -> frozenset[str]:
+        return frozenset()
+
 
 class Writer:
     """Stores objects, logs each write as (verb, name), hands back what it stored."""

@@ -190,13 +190,15 @@ async def test_pool_node_selector_is_honoured(
     nodes.add("a-1", {"rack": "a"})
     nodes.add("a-2", {"rack": "a"})
     nodes.add("b-1", {"rack": "b"})
+    nodes.add("b-2", {"rack": "b"})  # 3 of 5 still heard once two die: deaths may be
+    nodes.add("b-3", {"rack": "b"})  # declared (core.outage: half the nodes heard)
     add_claims(srv, 6, pool="rack-a")
     async with scheduler(kubeconfig, node_timeout=0.3):
         await eventually(lambda: all_placed(srv))
         assert set(load(srv)) == {"a-1", "a-2"}
         nodes.kill("a-1")
         nodes.kill("a-2")
-        # no live eligible node: claims stay put (b-1 is live but not admitted) and say so
+        # no live eligible node: claims stay put (b-* are live but not admitted) and say so
         await eventually(
             lambda: all(
                 (c.get("status", {}).get("conditions") or [{}])[0].get("reason") == "NoLiveNode"

@@ -22,6 +22,7 @@ from eipctl.core.liveness_wire import (
     ProbeEncoder,
     WireError,
     decode,
+    probe_ext,
     valid_node,
 )
 from eipctl.net.metrics import (
@@ -73,8 +74,9 @@ class LivenessProber:
 
     Each round's probes carry ``standing()`` (STANDING, and WRITER while this replica leads
     with a current Lease). A target whose replies say EXTENDED gets PROBE_EXT with
-    ``digest(node)`` (the claims the leader places there; zeros unless WRITER); one that has
-    not answered for half the window gets plain probes again (a controller rolled back).
+    ``digest(node)`` (the claims the leader places there; zeros unless WRITER) and
+    ``nodes()`` (how many IpNodes this replica knows); one that has not answered for half the
+    window gets plain probes again (a controller rolled back).
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class LivenessProber:
         window: int = 8,
         standing: Callable[[], Flag] | None = None,
         digest: Callable[[str], bytes] | None = None,
+        nodes: Callable[[], int] | None = None,
     ) -> None:
         if not interval > 0 or not math.isfinite(interval):
             raise ValueError("interval must be a positive number of seconds")
@@ -97,7 +100,9 @@ class LivenessProber:
         self._window = window
         self._standing = standing or (lambda: Flag.STANDING)
         self._digest = digest
+        self._nodes = nodes or (lambda: len(self._targets))
         self._round_flags = Flag.STANDING
+        self._round_nodes = 0
         self._session = os.urandom(SESSION_LENGTH)
         self._seq = 0
         self._targets: dict[str, _Target] = {}
@@ -161,6 +166,7 @@ class LivenessProber:
                 await self._open_sockets(now)
                 self._seq += 1
                 self._round_flags = self._round_standing()
+                self._round_nodes = self._nodes()
                 self._count_accepted()
                 next_round += self._interval
                 await self._round(loop, next_round)
@@ -186,7 +192,7 @@ class LivenessProber:
             except Exception as exc:  # no digest: the probe vouches for nothing
                 self._drops.failed("digest", exc)
                 flags &= ~Flag.WRITER
-        return target.probe.encode(seq, flags, digest)
+        return target.probe.encode(seq, flags, probe_ext(digest, self._round_nodes))
 
     def close(self) -> None:
         """Close the sockets (idempotent): no more replies are read, the ports are freed."""

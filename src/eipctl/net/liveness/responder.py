@@ -4,7 +4,8 @@ controller, and notes what the probes say of the prober's standing.
 A probe flagged WRITER (the scheduler leader, its Lease current), or one that reports no
 standing at all (a first-release scheduler: it may be the leader), is a *writer's* probe:
 `last_writer_at` says when the last came, and that is what a peer's PEER_QUERY asks about.
-A PROBE_EXT's digest goes to ``on_probe`` (the controller compares it with its claims).
+A PROBE_EXT's ext goes to ``on_probe`` (the controller compares the digest with its claims
+and keeps the node count).
 PEER_REPLY datagrams on this socket are handed to the `PeerQuerier` that sent the queries.
 """
 
@@ -45,7 +46,7 @@ class LivenessResponder:
     ``flags`` is asked on every probe (FENCED while the controller has fenced itself,
     API_STALE while its API requests fail); EXTENDED is added here. A datagram that is not a
     valid probe or peer query for this node is dropped and counted, never answered.
-    ``on_probe(flags, digest)`` is told of every valid probe (digest None for a plain one).
+    ``on_probe(flags, ext)`` is told of every valid probe (ext None for a plain one).
     ``writer_heard_within``: a peer reply sets WRITER_HEARD when a writer's probe came this
     recently (its ext always carries the silence itself).
     """

@@ -8,6 +8,7 @@ fault in force, `reset()` also removes what the last scenario created.
 from __future__ import annotations
 
 from eipctl.sandbox.namespaces import nft_unavailable
+from eipctl.sandbox.testbed.network import CONTROL4, CONTROL6
 from eipctl.sandbox.testbed.pools import POOLS
 from eipctl.sandbox.testbed.processes import wait_for
 from eipctl.sandbox.testbed.state import BedState
@@ -50,13 +51,22 @@ class BedFaults(BedState):
         self.loop.run(self.relays[name].heal())
         self.cut.discard(name)
 
-    def cut_liveness(self, name: str) -> None:
+    def cut_liveness(self, name: str, only: str | None = None) -> None:
         """The node's liveness UDP (port 9473, both ways) is dropped inside its namespace;
-        its API and its link for the client stay. Needs `nft` (`nft_unavailable()`)."""
+        its API and its link for the client stay. ``only="schedulers"``: just what it
+        exchanges with the schedulers' namespace (its peers still reach it);
+        ``only="peers"``: just what it exchanges with the other nodes. Needs `nft`."""
         if (reason := nft_unavailable()) is not None:
             raise RuntimeError(f"cut_liveness {reason}")
+        hosts: list[str] | None = None
+        if only == "schedulers":
+            hosts = [CONTROL4, CONTROL6]
+        elif only == "peers":
+            hosts = [a for n in self.network.nodes if n.name != name for a in (n.ip4, n.ip6)]
+        elif only is not None:
+            raise ValueError(f"cut_liveness: only is schedulers or peers, not {only!r}")
         self.liveness_cut.add(name)  # first: heal() removes even a half-made table
-        self.network.node(name).cut_liveness(LIVENESS_PORT)
+        self.network.node(name).cut_liveness(LIVENESS_PORT, hosts)
 
     def heal_liveness(self, name: str) -> None:
         self.network.node(name).heal_liveness()

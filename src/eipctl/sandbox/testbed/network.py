@@ -111,17 +111,28 @@ class NodeNet:
     def link_up(self) -> None:
         self.configure()
 
-    def cut_liveness(self, port: int) -> None:
+    def cut_liveness(self, port: int, hosts: list[str] | None = None) -> None:
         """Drop UDP to and from `port` in this namespace, both ways (nftables input and
-        output): no liveness probe reaches the controller, no reply leaves. Idempotent."""
+        output): no liveness probe reaches the controller, no reply leaves. With `hosts`
+        (IP literals), only the datagrams exchanged with those hosts (e.g. the schedulers'
+        namespace only, or the other nodes only). Idempotent."""
         rules = [f"add table inet {LIVENESS_CUT_TABLE}", f"flush table inet {LIVENESS_CUT_TABLE}"]
+        peers: list[str] = [""]
+        if hosts is not None:
+            peers = []
+            for host in hosts:
+                family = "ip6" if ":" in host else "ip"
+                peers += [f"{family} saddr {host} ", f"{family} daddr {host} "]
         for chain in ("input", "output"):
             rules.append(
                 f"add chain inet {LIVENESS_CUT_TABLE} {chain} "
                 f"{{ type filter hook {chain} priority -10; policy accept; }}"
             )
             for field in ("dport", "sport"):
-                rules.append(f"add rule inet {LIVENESS_CUT_TABLE} {chain} udp {field} {port} drop")
+                for peer in peers:
+                    rules.append(
+                        f"add rule inet {LIVENESS_CUT_TABLE} {chain} {peer}udp {field} {port} drop"
+                    )
         self.ns.exec("nft", "-f", "-", stdin="\n".join(rules) + "\n")
 
     def heal_liveness(self) -> None:

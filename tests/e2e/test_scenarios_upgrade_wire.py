@@ -1,0 +1,118 @@
+"""Story: the release that adds holding through outages (new liveness kinds and flags,
+docs/liveness.md "Upgrades") is rolled out over the previous release, in either order,
+while clients keep connecting to every external IP every 20 ms.
+
+The previous release is the commit before it (`PREVIOUS`), taken from this repository's own
+history with `git archive` and run with its `src/` first on PYTHONPATH: real old processes,
+speaking the old wire. The bed goes old -> new with the schedulers first, back to old, then
+old -> new with the controllers first; each step one process at a time, as the rolling
+updates do. Nothing may move, and no IP may go unanswered for more than 100 ms.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eipctl.sandbox.testbed import LocalBed, wait_for
+from eipctl.sandbox.testbed.checks import (
+    create_services,
+    placement,
+    wait_answered_by,
+    wait_bound,
+    wait_for_ips,
+)
+from eipctl.sandbox.testbed.processes import Process
+
+REPO = Path(__file__).resolve().parents[2]
+PREVIOUS = "ec7e7f0b08fd233611bc72ff239d03d459adfef2"
+"""main before the release that holds through outages (session 7's last commit)."""
+MAX_OUTAGE = 0.1
+
+
+@pytest.fixture(scope="module")
+def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    shallow = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--is-shallow-repository"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if shallow == "true":
+        pytest.skip("a shallow clone has no previous release to run")
+    dest = tmp_path_factory.mktemp("previous-release")
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", PREVIOUS, "src", "deploy"],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    assert (dest / "src" / "eipctl" / "__main__.py").exists()
+    yield dest / "src"
+
+
+def _use(proc: Process, src: Path | None) -> None:
+    env = {k: v for k, v in (proc.env or {}).items() if k != "PYTHONPATH"}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    proc.env = env
+
+
+def _roll_schedulers(bed: LocalBed, src: Path | None) -> None:
+    for proc in list(bed.schedulers):
+        _use(proc, src)
+        bed.replace_replica(proc)
+
+
+def _roll_controllers(bed: LocalBed, src: Path | None) -> None:
+    """Each controller replaced, and shown to run the release asked for: this release lists
+    its peers once registered (`peers.listed`), the previous one has no peers."""
+    for node in bed.node_names:
+        proc = bed.controllers[node]
+        _use(proc, src)
+        offset = proc.log_size()
+        bed.replace_controller(node)
+        if src is None:
+            wait_for(lambda p=proc, o=offset: "peers.listed" in p.log_since(o), 10)
+        else:
+            assert "peers.listed" not in proc.log_since(offset), f"{node} runs this release"
+
+
+def test_rolling_out_over_the_previous_release_in_either_order_moves_nothing(
+    local_bed: LocalBed, previous_release: Path
+) -> None:
+    bed = local_bed
+    names = [f"wire-{i}" for i in range(6)]
+    create_services(bed, names)
+    placed = wait_bound(bed, wait_for_ips(bed, names).values())
+    wait_answered_by(bed, placed)
+    series = bed.client.start_probes(sorted(placed), interval=0.02)
+    old = previous_release
+    try:
+        time.sleep(0.5)
+        _roll_controllers(bed, old)  # a bed of the previous release: controllers ...
+        _roll_schedulers(bed, old)  # ... and schedulers
+        _roll_schedulers(bed, None)  # upgrade, schedulers first
+        _roll_controllers(bed, None)
+        _roll_controllers(bed, old)  # back to the previous release
+        _roll_schedulers(bed, old)
+        _roll_controllers(bed, None)  # upgrade, controllers first
+        _roll_schedulers(bed, None)
+        time.sleep(1.0)
+    finally:
+        bed.client.stop_probes(series)
+        for proc in [*bed.schedulers, *bed.controllers.values()]:
+            if (proc.env or {}).get("PYTHONPATH"):  # a failure left an old one running
+                _use(proc, None)
+                proc.terminate(grace=5)
+                proc.start()
+    for ip, node in placed.items():
+        dark = series.longest_loss(ip)
+        print(f"{ip} on {node}: longest dark time {dark * 1000:.0f} ms over the four roll-outs")
+        assert dark <= MAX_OUTAGE, f"{ip} went dark for {dark:.2f}s"
+        assert series.answerers(ip) == [node]
+    assert placement(bed.kube.claims()) == placed
