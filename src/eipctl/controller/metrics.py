@@ -28,7 +28,8 @@ API_SILENCE = Gauge(
 )
 FENCED = Gauge(
     "eipctl_controller_fenced",
-    "1 while the controller has fenced itself (API unreachable; docs/liveness.md).",
+    "1 while the controller has fenced itself (cut off: no API, no vouching leader, no "
+    "quorum saying the control plane is down; docs/liveness.md).",
     registry=REGISTRY,
 )
 FENCE_TRANSITIONS = Counter(

@@ -35,7 +35,7 @@ RELIST_MIN = 30.0
 RETRY = 5.0
 """Seconds between attempts while no list has succeeded yet."""
 JITTER = 0.2
-"""Each delay is drawn from +-20 % of its value (the first from 0 to `RETRY`)."""
+"""Each delay is drawn from +-20 % of its value."""
 TICK = 1.0
 
 
@@ -79,9 +79,8 @@ class PeerList:
         self.known = len(names)
 
     async def run(self) -> None:
-        """List now (after a random wait of up to `RETRY`), then as the module docstring
-        says."""
-        await asyncio.sleep(random.uniform(0, RETRY))
+        """List now (a controller that has not listed yet cannot hold through an outage),
+        then as the module docstring says."""
         while True:
             try:
                 await self.refresh()

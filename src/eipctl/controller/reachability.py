@@ -150,8 +150,8 @@ class ApiReachability:
             done, _ = await asyncio.wait({checking}, timeout=HEDGE)
             if checking in done and checking.result():
                 return True, OutageVerdict.UNKNOWN
-            if self._ask_peers is None:
-                return await checking, OutageVerdict.UNKNOWN
+            if self._ask_peers is None:  # nobody to ask: nobody answers
+                return await checking, OutageVerdict.NO_ANSWER
             verdict = await self._ask_peers()
             if verdict is OutageVerdict.OUTAGE:
                 self.fence.confirmed(CONFIRM_VALID)

@@ -60,9 +60,10 @@ class Vouching:
         digest, nodes = probe_ext_fields(ext)
         if nodes > 0:
             self.cluster_size = nodes
-        if not flags & Flag.WRITER:
+        own = self.own_digest()
+        if not flags & Flag.WRITER or own is None:  # a relist in flight: we cannot tell
             return
-        if digest == self.own_digest():
+        if digest == own:
             self.mismatch_since = None
             self._fence.vouched()
         elif self.mismatch_since is None:

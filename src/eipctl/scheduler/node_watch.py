@@ -68,9 +68,10 @@ class NodeWatch:
         now = self.clock()
         was_live = self.liveness.is_live(node, now)
         if self.liveness.mark_api_stale(node, bool(flags & Flag.API_STALE)):
-            stale = bool(flags & Flag.API_STALE)
-            self._log.info("node.api_stale" if stale else "node.api_back", node=node)
-            if not stale:
+            if flags & Flag.API_STALE:
+                self._log.info("node.api_stale", node=node)
+            else:
+                self._log.info("node.api_back", node=node)
                 self.kick()  # it may take claims again
         if flags & Flag.FENCED:
             self.liveness.fence(node, now)

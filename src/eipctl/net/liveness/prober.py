@@ -166,7 +166,7 @@ class LivenessProber:
                 await self._open_sockets(now)
                 self._seq += 1
                 self._round_flags = self._round_standing()
-                self._round_nodes = self._nodes()
+                self._round_nodes = self._round_count()
                 self._count_accepted()
                 next_round += self._interval
                 await self._round(loop, next_round)
@@ -180,6 +180,13 @@ class LivenessProber:
         except Exception as exc:  # unknown standing: say nothing a controller would trust
             self._drops.failed("standing", exc)
             return Flag.STANDING
+
+    def _round_count(self) -> int:
+        try:
+            return self._nodes()
+        except Exception as exc:  # 0: "no count", which a controller does not use
+            self._drops.failed("nodes", exc)
+            return 0
 
     def _probe_bytes(self, target: _Target, seq: int) -> bytes:
         flags = self._round_flags
