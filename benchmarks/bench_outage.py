@@ -51,6 +51,7 @@ def spread(bed: LocalBed, prefix: str) -> dict[str, str]:
     create_services(bed, names)
     placed = wait_bound(bed, wait_for_ips(bed, names).values())
     wait_answered_by(bed, placed)
+    bed.wait_peers_known()  # a controller that has not listed its peers cannot hold
     return placed
 
 

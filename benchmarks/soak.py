@@ -158,7 +158,8 @@ class Soak:
         """The API server (hangs or refuses, at random) and, for control-plane-down, both
         scheduler replicas (frozen) away for `seconds`, while the client probes every IP."""
         bed = self.bed
-        ips = [ip for ip in self.ip_of.values() if ip]
+        bed.wait_peers_known()  # after a restart: a controller that has not listed its peers
+        ips = [ip for ip in self.ip_of.values() if ip]  # cannot hold, by design
         series = bed.client.start_probes(ips, interval=0.02) if ips else None
         try:
             time.sleep(0.3)

@@ -35,6 +35,7 @@ def _spread(bed: LocalBed, prefix: str, count: int = 6) -> dict[str, str]:
     ips = wait_for_ips(bed, names)
     placed = wait_bound(bed, ips.values())
     wait_answered_by(bed, placed)
+    bed.wait_peers_known()  # a controller that has not listed its peers cannot hold
     return placed
 
 

@@ -5,9 +5,10 @@ The controller lists the IpNodes once registered and keeps their liveness endpoi
 schedulers' probes carry (`vouching.Vouching.cluster_size`), the denominator of the quorum
 (`core.outage`). A list costs the API server every IpNode, so it is rare: every
 `PEER_REFRESH` (10 minutes), sooner when the probes say the cluster has another number of
-nodes than the last list (a node joined or left; at most every `RELIST_MIN`), and every
-delay is jittered so that nodes started together do not list together. A list that fails
-keeps the last one: the peers are needed exactly when the API does not answer.
+nodes than the last list (a node joined or left, or the cluster is still booting: after
+`RELIST_MIN`, then twice as long after each such list, up to `PEER_REFRESH`), and every delay
+is jittered so that nodes started together do not list together. A list that fails keeps the
+last one: the peers are needed exactly when the API does not answer.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ log = structlog.get_logger(__name__)
 
 PEER_REFRESH = 600.0
 """Seconds between lists of the IpNodes while the node count does not change."""
-RELIST_MIN = 30.0
-"""Seconds at least between lists when the probes' node count differs from ours."""
+RELIST_MIN = 5.0
+"""Seconds at least after a list before the next one on a node-count change (doubled after
+each such list)."""
 RETRY = 5.0
 """Seconds between attempts while no list has succeeded yet."""
 JITTER = 0.2
@@ -59,6 +61,7 @@ class PeerList:
         self._half = probe_silence / 2
         self.known: int | None = None
         """IpNodes in the cluster, this one included, at the last list (None: never listed)."""
+        self._gap = RELIST_MIN
 
     async def refresh(self, within: float = 5.0) -> None:
         """List the IpNodes and keep their liveness endpoints and their count."""
@@ -95,11 +98,12 @@ class PeerList:
             await asyncio.sleep(_jittered(RETRY))
             return
         full = listed + _jittered(PEER_REFRESH)
-        early = listed + _jittered(RELIST_MIN)
+        early = listed + _jittered(self._gap)
         while loop.time() < full:
             size = self._cluster_size()
             if size is not None and size != self.known and loop.time() >= early:
                 log.info("peers.count_changed", node=self._node, listed=self.known, probes=size)
+                self._gap = min(self._gap * 2, PEER_REFRESH)
                 return
             await asyncio.sleep(TICK)
 

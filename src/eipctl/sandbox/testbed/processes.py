@@ -44,6 +44,8 @@ class Process:
         self.pid_file = log_dir / "pids"
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.last_start_offset = 0
+        """`log_size()` when the current run began (its log lines come after it)."""
 
     @property
     def pid(self) -> int | None:
@@ -56,6 +58,7 @@ class Process:
         if self.netns is not None:  # `ip netns exec` execs in place: the pid stays the same
             argv = ["ip", "netns", "exec", self.netns, *argv]
         self.starts += 1
+        self.last_start_offset = self.log_size()
         with self.log_path.open("ab") as log:
             log.write(f"\n===== start #{self.starts}: {' '.join(argv)}\n".encode())
             log.flush()

@@ -147,6 +147,21 @@ class BedState:
         self._restarting[name] = self.kube.heartbeats().get(name, -1)
         self.controllers[name].start()
 
+    def wait_peers_known(self, timeout: float = 30.0) -> None:
+        """Until every controller has listed every node as its peer (`peers.listed` with the
+        bed's node count in its log since its last start): before that, a controller cannot
+        count a quorum and lets go in an outage (docs/liveness.md, "Outages")."""
+        wanted = f"nodes={len(self.node_names)}"
+
+        def known() -> bool:
+            for proc in self.controllers.values():
+                text = proc.log_since(proc.last_start_offset)
+                if not any("peers.listed" in line and wanted in line for line in text.splitlines()):
+                    return False
+            return True
+
+        wait_for(known, timeout, interval=0.2, what="every controller to know its peers")
+
     def wait_replica_ready(self, proc: Process, since: int, timeout: float = 20.0) -> None:
         """Until a scheduler or allocator replica, started after its log offset `since`, is
         back as leader or warm standby: its caches have listed (what its /readyz checks,
