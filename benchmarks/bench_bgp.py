@@ -14,7 +14,9 @@ sessions Established with BFD Up and stable for 1 s):
 2. ecmp (policy all, 3 nodes): a node killed -> its next hop gone from the router's multipath
    route; the far client's failed connections meanwhile (a connection every 20 ms, each hashed
    over the next hops: about a third should fail until the group shrinks).
-3. fence: a node's controller cut from the API (`bed.cut_from_api`) -> its next hop withdrawn
+3. fence: a node's controller cut from the API and its liveness path (`bed.cut_from_api`,
+   `bed.cut_liveness`; since [stability] a cut from the API alone fences nothing) -> its next
+   hop withdrawn
    (the controller fences after --node-timeout 2.5 s and removes its addresses, FRR withdraws);
    reconnected -> the next hop back.
 4. new: a Service created in a bgp pool -> external IP set, claim Bound, route at the router,
@@ -528,11 +530,13 @@ def story_fence(bed: LocalBed, trial: int) -> tuple[Figures, str]:
     try:
         time.sleep(0.3)
         cut_at = time.monotonic()
-        bed.cut_from_api(victim)
+        bed.cut_from_api(victim)  # cut from the API only it would hold, vouched for:
+        bed.cut_liveness(victim)  # cut from the liveness path too, it fences
         gone = watch.wait(lambda h: hop not in h, cut_at, 20, f"without {victim}")
         time.sleep(0.5)
         sessions = router.sessions()
         reconnected_at = time.monotonic()
+        bed.heal_liveness(victim)
         bed.reconnect_to_api(victim)
         back = watch.wait(lambda h: hop in h, reconnected_at, 30, f"with {victim} again")
         time.sleep(0.5)
@@ -540,6 +544,7 @@ def story_fence(bed: LocalBed, trial: int) -> tuple[Figures, str]:
         far.stop_probes(series)
         watch.stop()
         with contextlib.suppress(Exception):
+            bed.heal_liveness(victim)
             bed.reconnect_to_api(victim)
     failed_cut, _ = failed_probes(series, ip, cut_at, reconnected_at)
     failed_back, _ = failed_probes(series, ip, reconnected_at, series.stopped)
@@ -550,7 +555,7 @@ def story_fence(bed: LocalBed, trial: int) -> tuple[Figures, str]:
         "fence_failed": float(failed_cut + failed_back),
     }
     line = (
-        f"{victim} cut from the API -> next hop withdrawn after {gone:.3f}s "
+        f"{victim} cut from the API and the liveness path -> next hop withdrawn after {gone:.3f}s "
         f"(sessions not Established then: {down or 'none'}); reconnected -> back after "
         f"{back:.3f}s; failed far connections {failed_cut} around the fence, {failed_back} "
         "around the return"

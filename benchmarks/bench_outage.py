@@ -88,15 +88,7 @@ def api_down(bed: LocalBed, how: str) -> tuple[Callable[[], None], Callable[[], 
 
 
 def control_plane_down(bed: LocalBed) -> tuple[Callable[[], None], Callable[[], None]]:
-    def down() -> None:
-        bed.stop_api("freeze")
-        bed.freeze_schedulers()
-
-    def up() -> None:
-        bed.thaw_schedulers()
-        bed.start_api()
-
-    return down, up
+    return bed.stop_control_plane, bed.start_control_plane
 
 
 def reboot(bed: LocalBed) -> tuple[Callable[[], None], Callable[[], None]]:

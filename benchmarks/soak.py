@@ -163,12 +163,13 @@ class Soak:
         series = bed.client.start_probes(ips, interval=0.02) if ips else None
         try:
             time.sleep(0.3)
-            bed.stop_api(self.rng.choice(["freeze", "refuse"]))
+            how = self.rng.choice(["freeze", "refuse"])
             if kind == "control-plane-down":
-                bed.freeze_schedulers()
+                bed.stop_control_plane(how)
+            else:
+                bed.stop_api(how)
             time.sleep(seconds)
-            bed.thaw_schedulers()
-            bed.start_api()
+            bed.start_control_plane()
             time.sleep(2.0)
         finally:
             if series is not None:

@@ -89,11 +89,15 @@ async def prober() -> AsyncIterator[Callable[..., tuple[LivenessProber, Replies]
     made: list[tuple[LivenessProber, asyncio.Task[None]]] = []
 
     def make(
-        keys: Keyring = KEYS, window: int = 8, on_reply: Callable[[str, Flag], None] | None = None
+        keys: Keyring = KEYS,
+        window: int = 8,
+        on_reply: Callable[[str, Flag], None] | None = None,
+        **callables: Any,
     ) -> tuple[LivenessProber, Replies]:
+        """``callables``: `LivenessProber`'s ``standing``, ``digest`` and ``nodes``."""
         replies = Replies()
         prober = LivenessProber(
-            keys, interval=INTERVAL, on_reply=on_reply or replies, window=window
+            keys, interval=INTERVAL, on_reply=on_reply or replies, window=window, **callables
         )
         made.append((prober, asyncio.create_task(prober.run())))
         return prober, replies
@@ -514,40 +518,6 @@ async def started() -> AsyncIterator[Callable[..., Awaitable[LivenessResponder]]
         await each.wait_closed()
 
 
-@pytest_asyncio.fixture
-async def standing_prober() -> AsyncIterator[Callable[..., tuple[LivenessProber, Replies]]]:
-    """Like `prober`, with ``standing`` and ``digest`` callables."""
-    made: list[tuple[LivenessProber, asyncio.Task[None]]] = []
-
-    def make(
-        *,
-        standing: Callable[[], Flag],
-        digest: Callable[[str], bytes] | None = None,
-        nodes: Callable[[], int] | None = None,
-        window: int = 16,
-    ) -> tuple[LivenessProber, Replies]:
-        replies = Replies()
-        scheduler = LivenessProber(
-            KEYS,
-            interval=INTERVAL,
-            on_reply=replies,
-            window=window,
-            standing=standing,
-            digest=digest,
-            nodes=nodes,
-        )
-        made.append((scheduler, asyncio.create_task(scheduler.run())))
-        return scheduler, replies
-
-    yield make
-    for scheduler, task in made:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        scheduler.close()
-        await scheduler.wait_closed()
-
-
 def extended_reply(probe: Packet) -> bytes:
     """The reply of a controller of this release to ``probe`` (a PROBE or a PROBE_EXT)."""
     return reply_to(probe, flags=Flag.EXTENDED, ext=b"")
@@ -636,7 +606,7 @@ async def test_a_standing_only_probe_leaves_the_last_writer_time_alone(
 
 
 async def test_the_prober_sends_plain_probes_until_a_reply_says_extended(
-    standing_prober, fake_node: socket.socket
+    prober, fake_node: socket.socket
 ) -> None:
     standing = Flag.STANDING | Flag.WRITER
     asked: list[str] = []
@@ -645,7 +615,9 @@ async def test_the_prober_sends_plain_probes_until_a_reply_says_extended(
         asked.append(node)
         return DIGEST
 
-    scheduler, replies = standing_prober(standing=lambda: standing, digest=digest, nodes=lambda: 7)
+    scheduler, replies = prober(
+        window=16, standing=lambda: standing, digest=digest, nodes=lambda: 7
+    )
     scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
     for _ in range(3):  # nothing heard yet: plain probes, whatever our standing
         probe, source = await next_probe(fake_node)
@@ -679,12 +651,12 @@ async def test_the_prober_sends_plain_probes_until_a_reply_says_extended(
     assert probe_ext_fields(probe.ext) == (NO_DIGEST, 7)  # the node count all the same
 
 
-async def test_a_probe_always_says_standing(standing_prober, fake_node: socket.socket) -> None:
+async def test_a_probe_always_says_standing(prober, fake_node: socket.socket) -> None:
     def broken() -> Flag:
         raise RuntimeError("who leads?")
 
     for standing in (lambda: Flag.WRITER, broken):
-        scheduler, _ = standing_prober(standing=standing)
+        scheduler, _ = prober(window=16, standing=standing)
         scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
         probe, _ = await next_probe(fake_node)
         assert probe.flags & Flag.STANDING
@@ -694,14 +666,12 @@ async def test_a_probe_always_says_standing(standing_prober, fake_node: socket.s
         drain(fake_node)
 
 
-async def test_a_failing_digest_vouches_for_nothing(
-    standing_prober, fake_node: socket.socket
-) -> None:
+async def test_a_failing_digest_vouches_for_nothing(prober, fake_node: socket.socket) -> None:
     def digest(node: str) -> bytes:
         raise RuntimeError("no claims listed yet")
 
-    scheduler, replies = standing_prober(
-        standing=lambda: Flag.STANDING | Flag.WRITER, digest=digest
+    scheduler, replies = prober(
+        window=16, standing=lambda: Flag.STANDING | Flag.WRITER, digest=digest
     )
     scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
     probe, source = await next_probe(fake_node)
@@ -715,13 +685,15 @@ async def test_a_failing_digest_vouches_for_nothing(
 
 
 async def test_the_prober_falls_back_to_plain_probes_after_half_a_window_unanswered(
-    standing_prober, fake_node: socket.socket
+    prober, fake_node: socket.socket
 ) -> None:
     """A controller rolled back to the first release drops kind 3: after window // 2 rounds
     without an accepted reply it gets kind 1 again, and kind 3 once it says EXTENDED again."""
     window = 8
-    scheduler, replies = standing_prober(
-        standing=lambda: Flag.STANDING | Flag.WRITER, digest=lambda node: DIGEST, window=window
+    scheduler, replies = prober(
+        standing=lambda: Flag.STANDING | Flag.WRITER,
+        digest=lambda node: DIGEST,
+        window=window,
     )
     scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
     for _ in range(200):  # answer the freshest probe, EXTENDED, until kind 3 comes
@@ -946,12 +918,12 @@ async def test_a_peer_that_does_not_answer_ends_the_round_after_within(
 
 
 async def test_a_reply_without_extended_makes_the_probes_plain_again(
-    standing_prober, fake_node: socket.socket
+    prober, fake_node: socket.socket
 ) -> None:
     """A controller rolled back to the first release answers plain probes without EXTENDED:
     it gets kind 1 from then on, not kind 3 again after its next reply."""
-    scheduler, replies = standing_prober(
-        standing=lambda: Flag.STANDING | Flag.WRITER, digest=lambda node: DIGEST
+    scheduler, replies = prober(
+        window=16, standing=lambda: Flag.STANDING | Flag.WRITER, digest=lambda node: DIGEST
     )
     scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
     for _ in range(200):

@@ -117,6 +117,15 @@ class BedFaults(BedState):
             self.schedulers[i].thaw()
         self.frozen_schedulers.clear()
 
+    def stop_control_plane(self, how: str = "freeze") -> None:
+        """The API server (`stop_api`) and every scheduler replica (frozen) away together."""
+        self.stop_api(how)
+        self.freeze_schedulers()
+
+    def start_control_plane(self) -> None:
+        self.thaw_schedulers()
+        self.start_api()
+
     def restart_api(self) -> int:
         """The API server restarts: every connection (all watches) drops; the data stays.
         Returns once the restarted server answers (its restart generation, which it returns,
