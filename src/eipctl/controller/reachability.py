@@ -7,8 +7,10 @@ the reasons that make holding safe. This module feeds it:
 - Reads. Every `interval` a GET of our own IpNode (or its NotFound) shows the API answers.
   The GET asks for resourceVersion=0, so a real API server answers from its watch cache. It
   is skipped while the writing leader vouches for us (its probes carry a digest equal to our
-  claims'): that is a fresher proof than a read, and it costs the API nothing, so a cluster
-  of new schedulers and controllers reads nothing per node per second for this. Any HTTP
+  claims') and our last request succeeded: that is a fresher proof than a read, and it costs
+  the API nothing, so a cluster of new schedulers and controllers reads nothing per node per
+  second for this. While our requests fail the reads go on, vouched or not, so that the
+  API's return is seen within an interval. Any HTTP
   answer counts, a 429 of API Priority and Fairness included: a busy server is not a
   partition.
 - The writer's silence. When the writer's probes stop for `probe_silence` (the scheduler's
@@ -131,7 +133,9 @@ class ApiReachability:
     async def _periodic(self) -> None:
         next_check = self._clock()
         while True:
-            if not self.fence.vouched_recently():
+            # vouched for, the check is not needed; but while our requests fail it goes on,
+            # so the API's return is seen within an interval (and told: `on_outage`)
+            if not self.fence.vouched_recently() or self.fence.api_failing:
                 await self.check(self._interval)
             API_SILENCE.set(self.fence.api_silence())
             next_check = max(next_check + self._interval, self._clock())  # no catching up

@@ -402,6 +402,21 @@ async def test_the_periodic_check_reads_nothing_while_the_writer_vouches() -> No
     assert bed.transitions == []
 
 
+async def test_while_its_requests_fail_a_vouched_node_reads_on_to_see_the_api_return() -> None:
+    """Vouched for and cut off from the API: the reads go on, so the first one that succeeds
+    ends the hold (`on_outage`, the ApiReturned Event) within an interval."""
+    bed = OutageBed(interval=0.02)
+    bed.fence.vouched()
+    bed.fence.failed()  # its last request (a heartbeat, say) failed
+    async with serving(bed):
+        await eventually(lambda: bed.api.gets >= 1, what="a read while failing")
+        assert not bed.fence.api_failing  # the fake API answers: the outage is over
+        before = bed.api.gets
+        await asyncio.sleep(0.3)
+        assert bed.api.gets == before  # vouched and not failing: no reads again
+    assert bed.transitions == []
+
+
 @pytest.mark.parametrize(
     "exc",
     [
