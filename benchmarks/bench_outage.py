@@ -92,15 +92,7 @@ def control_plane_down(bed: LocalBed) -> tuple[Callable[[], None], Callable[[], 
 
 
 def reboot(bed: LocalBed) -> tuple[Callable[[], None], Callable[[], None]]:
-    def down() -> None:
-        bed.stop_api("refuse")
-        bed.schedulers[0].kill()
-
-    def up() -> None:
-        bed.start_api()
-        bed.schedulers[0].start()
-
-    return down, up
+    return bed.reboot_control_plane_node, bed.control_plane_node_back
 
 
 def killed_during_outage(bed: LocalBed, trials: int) -> tuple[list[float], int]:

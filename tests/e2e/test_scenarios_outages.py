@@ -97,16 +97,7 @@ def test_a_control_plane_node_reboots_and_every_ip_keeps_answering(local_bed: Lo
     come back 15 s later."""
     bed = local_bed
     placed = _spread(bed, "reboot")
-
-    def down() -> None:
-        bed.stop_api("refuse")
-        bed.schedulers[0].kill()
-
-    def up() -> None:
-        bed.start_api()
-        bed.schedulers[0].start()
-
-    series = _through(bed, placed, down, up)
+    series = _through(bed, placed, bed.reboot_control_plane_node, bed.control_plane_node_back)
     _nothing_went_dark_or_moved(bed, placed, series)
 
 

@@ -126,6 +126,16 @@ class BedFaults(BedState):
         self.thaw_schedulers()
         self.start_api()
 
+    def reboot_control_plane_node(self) -> None:
+        """A control-plane node goes down: the API server (connections refused) and the
+        scheduler replica on it (`schedulers[0]`, SIGKILLed) together."""
+        self.stop_api("refuse")
+        self.schedulers[0].kill()
+
+    def control_plane_node_back(self) -> None:
+        self.start_api()
+        self.schedulers[0].start()
+
     def restart_api(self) -> int:
         """The API server restarts: every connection (all watches) drops; the data stays.
         Returns once the restarted server answers (its restart generation, which it returns,
