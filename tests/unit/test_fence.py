@@ -338,3 +338,18 @@ def test_fence_state_matches_a_model_of_the_three_justifications(
         assert fence.may_hold() == (not fenced and expected is not None)
         assert fence.api_failing == failing
         assert fence.vouched_recently() == (now < vouch_until)
+
+
+def test_a_success_after_every_reason_lapsed_is_a_restore_though_not_fenced() -> None:
+    """A thawed controller (or one whose loop stalled past its deadline) may reach the API
+    before its watchdog fences: the success says RESTORE, so its claims are relisted before
+    a pass acts on a stale cache (soak seed 808: a thawed node took over and announced an IP
+    that had moved away)."""
+    clock = FakeClock()
+    fence = Fence(node_timeout=1.0, clock=clock)
+    clock.now += 0.5
+    assert fence.succeeded() is FenceTransition.NONE  # in time: nothing to relist
+    clock.now += 1.5  # past the deadline, the watchdog has not run
+    assert not is_fenced(fence)
+    assert fence.succeeded() is FenceTransition.RESTORE
+    assert fence.succeeded() is FenceTransition.NONE

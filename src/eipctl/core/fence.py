@@ -82,10 +82,16 @@ class Fence:
         return self.clock() - self._last_success
 
     def succeeded(self) -> FenceTransition:
-        """Record a successful API request."""
+        """Record a successful API request.
+
+        RESTORE also when we were not fenced but every reason to hold had already lapsed (a
+        controller thawed after SIGSTOP, or one whose loop stalled past its deadline, before
+        the watchdog could fence): what it cached meanwhile may be stale, and a restore
+        relists the claims before any pass acts on them."""
+        lapsed = self.clock() >= self.deadline()
         self._last_success = self.clock()
         self._api_failing = False
-        if self._fenced:
+        if self._fenced or lapsed:
             self._fenced = False
             return FenceTransition.RESTORE
         return FenceTransition.NONE

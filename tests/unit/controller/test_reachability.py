@@ -544,7 +544,9 @@ async def test_justify_when_the_api_answers_is_true_without_asking_the_peers() -
     assert bed.fence.justification() is Justification.API
     assert bed.fence.deadline() == 102.0
     assert bed.asked() == 0
-    assert bed.transitions == []
+    # every reason had lapsed when the API answered: a restore, so the claims are relisted
+    # before a pass acts on what was cached meanwhile (a thawed controller)
+    assert bed.transitions == [FenceTransition.RESTORE]
 
 
 @pytest.mark.parametrize("verdict", [OutageVerdict.UNKNOWN, OutageVerdict.NO_ANSWER])
@@ -605,5 +607,6 @@ async def test_a_digest_mismatch_past_the_grace_with_the_api_answering_relists_o
         await asyncio.sleep(0.1)
         bed.mismatch = bed.clock.now - MISMATCH_GRACE  # ...and differ again, long enough
         await eventually(lambda: bed.relisted == 2, what="relisted again")
-    assert bed.transitions == []
+    # the fake clock's jump past the API's deadline may count as a restore; never a fence
+    assert FenceTransition.FENCE not in bed.transitions
     assert not bed.fence.fenced
