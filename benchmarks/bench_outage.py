@@ -16,7 +16,8 @@ issue (docs/liveness.md, "Outages" and "Every partition case"):
 5. a node cut off from the API and its liveness path (nftables, only its link left), and
    one cut off from the API and the schedulers but not its peers: when it let go, and the
    longest time two MACs answered ARP for one of its IPs (target <= 0.6 s);
-6. a node cut off from its peers only: dark time, moves.
+6. a node cut off from its peers only: dark time, moves;
+7. both scheduler replicas frozen with the API up (`sched`): dark time, moves.
 
 For 1, 2, 4 and 6: the longest time any IP went unanswered (failed probes, a connection
 reset by a move counted apart; target <= 100 ms), how many claims moved, and whether every
@@ -43,7 +44,7 @@ from eipctl.sandbox.testbed.checks import (
 )
 from figures import machine, skip_unless_root, summary
 
-CASES = ("api", "cp", "reboot", "kill", "cut", "peers")
+CASES = ("api", "cp", "sched", "reboot", "kill", "cut", "peers")
 
 
 def spread(bed: LocalBed, prefix: str) -> dict[str, str]:
@@ -180,6 +181,16 @@ def main() -> int:
                 )
                 print(row, flush=True)
                 rows.append(row)
+        if "sched" in only:
+            row = through(
+                bed,
+                "both schedulers frozen, API up",
+                args.short,
+                bed.freeze_schedulers,
+                bed.thaw_schedulers,
+            )
+            print(row, flush=True)
+            rows.append(row)
         if "reboot" in only:
             row = through(bed, "control-plane node reboot", args.short, *reboot(bed))
             print(row, flush=True)
