@@ -35,11 +35,9 @@ from collections.abc import Callable
 
 from eipctl.sandbox.testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
 from eipctl.sandbox.testbed.checks import (
-    create_services,
     placement,
+    spread_services,
     wait_answered_by,
-    wait_bound,
-    wait_for_ips,
     wait_moved_off,
 )
 from figures import machine, skip_unless_root, summary
@@ -48,10 +46,7 @@ CASES = ("api", "cp", "sched", "reboot", "kill", "cut", "peers")
 
 
 def spread(bed: LocalBed, prefix: str) -> dict[str, str]:
-    names = [f"{prefix}-{i}" for i in range(6)]
-    create_services(bed, names)
-    placed = wait_bound(bed, wait_for_ips(bed, names).values())
-    wait_answered_by(bed, placed)
+    placed = spread_services(bed, prefix)
     bed.wait_peers_known()  # a controller that has not listed its peers cannot hold
     return placed
 

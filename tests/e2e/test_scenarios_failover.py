@@ -13,11 +13,10 @@ import pytest
 from eipctl.sandbox.namespaces import nft_unavailable
 from eipctl.sandbox.testbed import ArpWatch, LocalBed, wait_for
 from eipctl.sandbox.testbed.checks import (
-    create_services,
     placement,
+    spread_services,
     wait_answered_by,
     wait_bound,
-    wait_for_ips,
     wait_moved_off,
 )
 
@@ -37,16 +36,6 @@ def nft() -> None:
         pytest.skip(f"cutting the liveness path {reason} (apt-get install nftables)")
 
 
-def _spread_services(bed: LocalBed, count: int, prefix: str) -> dict[str, str]:
-    """`count` Services, Bound and answering; returns {ip: node}."""
-    names = [f"{prefix}-{i}" for i in range(count)]
-    create_services(bed, names)
-    ips = wait_for_ips(bed, names)
-    placed = wait_bound(bed, ips.values())
-    wait_answered_by(bed, placed)
-    return placed
-
-
 def _busiest(placed: dict[str, str]) -> str:
     nodes = sorted(set(placed.values()))
     return max(nodes, key=lambda n: list(placed.values()).count(n))
@@ -54,7 +43,7 @@ def _busiest(placed: dict[str, str]) -> str:
 
 def _spread_and_pick(bed: LocalBed, prefix: str) -> tuple[dict[str, str], str, list[str]]:
     """Six Services spread and answering: ({ip: node}, the busiest node, its IPs)."""
-    before = _spread_services(bed, 6, prefix)
+    before = spread_services(bed, prefix)
     victim = _busiest(before)
     return before, victim, sorted(ip for ip, n in before.items() if n == victim)
 

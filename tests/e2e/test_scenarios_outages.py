@@ -13,11 +13,9 @@ import pytest
 
 from eipctl.sandbox.testbed import LocalBed, wait_for
 from eipctl.sandbox.testbed.checks import (
-    create_services,
     placement,
+    spread_services,
     wait_answered_by,
-    wait_bound,
-    wait_for_ips,
     wait_moved_off,
 )
 from eipctl.sandbox.testbed.client import ProbeSeries
@@ -29,12 +27,8 @@ DARK_MOST = 0.1  # no IP may go unanswered longer than this (the client probes e
 AFTER = 3.0  # keep watching after the API returns: a move would come within this
 
 
-def _spread(bed: LocalBed, prefix: str, count: int = 6) -> dict[str, str]:
-    names = [f"{prefix}-{i}" for i in range(count)]
-    create_services(bed, names)
-    ips = wait_for_ips(bed, names)
-    placed = wait_bound(bed, ips.values())
-    wait_answered_by(bed, placed)
+def _spread(bed: LocalBed, prefix: str) -> dict[str, str]:
+    placed = spread_services(bed, prefix)
     bed.wait_peers_known()  # a controller that has not listed its peers cannot hold
     return placed
 

@@ -50,6 +50,16 @@ def wait_for_ips(bed: Any, names: Iterable[str], timeout: float = 30.0) -> dict[
     )
 
 
+def spread_services(bed: Any, prefix: str, count: int = 6) -> dict[str, str]:
+    """Services ``<prefix>-0`` .. ``<prefix>-<count-1>``, once each is Bound and answered by
+    its node; returns {ip: node}."""
+    names = [f"{prefix}-{i}" for i in range(count)]
+    create_services(bed, names)
+    placed = wait_bound(bed, wait_for_ips(bed, names).values())
+    wait_answered_by(bed, placed)
+    return placed
+
+
 def wait_bound(bed: Any, ips: Iterable[str], timeout: float = 30.0) -> dict[str, str]:
     """{ip: node} once every IP's claim is Bound."""
     ips = set(ips)
