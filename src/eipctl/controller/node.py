@@ -38,6 +38,7 @@ from .bgp import FrrConfigWriter
 from .claim_cache import ClaimCache
 from .departure import Departure
 from .fencing import FenceWatch
+from .flood_events import FloodEvents
 from .heartbeat import Endpoint, Heartbeat, register
 from .link_reconciler import LinkReconciler, ReconcilerSettings
 from .peer_list import PeerList
@@ -148,6 +149,7 @@ class NodeController:
                 flags=self._liveness_flags,
                 on_probe=self.vouching.on_probe,
                 writer_heard_within=settings.probe_silence / 2,
+                on_flood=FloodEvents(self.events, settings.node).report,
             )
         )
         self.peers = (

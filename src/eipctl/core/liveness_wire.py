@@ -13,8 +13,8 @@ the seq it sent, on its own clock. The idea is BFD's authenticated echo; the for
 
 Probes are authenticated too: a responder answers only a probe MACed with a key it holds and
 addressed to its own node, so it answers nobody else and is no reflector for a stranger's
-traffic. It keeps no state per prober, so a *recorded* probe replayed from a spoofed source
-is answered, with a reply of the same size (no amplification) that its prober then refuses.
+traffic. It remembers the last seq it answered in each of the last 32 sessions, so a
+*recorded* probe replayed later gets no reply either (`net.liveness.responder`).
 
 Layout (network byte order), 45..305 bytes::
 

@@ -44,6 +44,13 @@ LIVENESS_PACKETS_REJECTED = Counter(
     ["role", "reason"],
     registry=REGISTRY,
 )
+LIVENESS_KERNEL_DROPS = Counter(
+    "eipctl_liveness_kernel_drops",
+    "Node-liveness datagrams the kernel dropped before this process read them, by role: "
+    "refused by the socket filter (malformed, not ours) or the receive buffer was full.",
+    ["role"],
+    registry=REGISTRY,
+)
 LIVENESS_SEND_ERRORS = Counter(
     "eipctl_liveness_send_errors",
     "Node-liveness datagrams not sent, by role and reason (the errno name, e.g. EAGAIN).",

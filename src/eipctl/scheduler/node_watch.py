@@ -45,6 +45,7 @@ class NodeWatch:
         identity: str,
         set_targets: Targets,
         on_transitions: Callable[[list[Transition]], None] | None = None,
+        drain: Callable[[], None] | None = None,
     ) -> None:
         self.liveness = liveness
         self.clock = clock
@@ -53,6 +54,10 @@ class NodeWatch:
         self.leading = leading
         self.set_targets = set_targets
         self.on_transitions = on_transitions
+        self.drain = drain
+        """Read the replies queued at the socket now (`LivenessProber.drain`): called before
+        every judgement, so a reply that has arrived counts even when this loop fell behind
+        (a flood, CPU starvation) and was not read yet."""
         """Told of the transitions `run` finds (the leader's Live conditions), before `kick`."""
         self.dead_since: dict[str, float] = {}
         """When this replica declared each dead node dead (failover duration starts there)."""
@@ -138,6 +143,8 @@ class NodeWatch:
         """
         stalled = False
         while True:
+            if self.drain is not None:
+                self.drain()
             now = self.clock()
             changes = self.liveness.transitions(now)
             for t in changes:

@@ -100,6 +100,7 @@ class Scheduler:
             identity=settings.identity,
             set_targets=self._set_targets,
             on_transitions=self._on_transitions,
+            drain=self._drain_replies,
         )
         self.digests = NodeDigests()
         if keyring is not None:
@@ -128,6 +129,10 @@ class Scheduler:
     def _set_targets(self, targets: dict[str, tuple[str, int]]) -> None:
         if self.prober is not None:
             self.prober.set_targets(targets)
+
+    def _drain_replies(self) -> None:
+        if self.prober is not None:
+            self.prober.drain()
 
     async def _probe(self) -> None:
         assert self.prober is not None

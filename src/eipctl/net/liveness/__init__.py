@@ -4,9 +4,9 @@ The packet and its keys are `core.liveness_wire` (read its docstring for why cha
 keeps a dead node from looking alive). Here are the sockets:
 
 - `LivenessResponder` answers each authenticated probe for its own node with a reply carrying
-  the controller's flags (FENCED while it holds nothing). It keeps no state per prober, and
-  notes when the last valid probe came (`last_probe_at`), so a controller can tell that
-  probes stopped arriving.
+  the controller's flags (FENCED while it holds nothing), once per seq (a replay gets no
+  reply), and notes when the last valid probe came (`last_probe_at`), so a controller can
+  tell that probes stopped arriving.
 - `LivenessProber` sends one probe per interval to every target and calls ``on_reply(node,
   flags)`` for each reply that echoes one of its own recent probes, once. Judging liveness
   from those calls is the caller's business.
@@ -22,10 +22,17 @@ need more than a chunk's worth of the socket's receive buffer (a Linux default b
 only ~250 small datagrams). Sends use the non-blocking socket directly: a full buffer drops
 the probe (counted), it never waits and never queues.
 
+Under a flood (docs/liveness.md, "Under attack"): every socket carries a kernel filter
+(`core.liveness_filter`) that drops what is malformed or not for it before Python reads it
+(one in 64 sampled through, counted x64); sockets are read in batches (`DatagramSocket`); the
+responder denies a flooding source in the kernel (`core.flood.FloodGuard`); the prober's
+`drain` lets the judge read what is queued before it judges. The kernel's own drop count per
+socket is ``eipctl_liveness_kernel_drops``.
+
 Every datagram not accepted is counted by role and reason (`eipctl_liveness_packets_rejected`)
 and logged at debug (`liveness.packet.rejected`); per reason, at most one info line a minute
 says how many there were. The reasons: `core.liveness_wire.WIRE_ERRORS` for both roles, then
-``not_probe`` and ``other_node`` (responder); ``not_reply``, ``session``, ``unknown_node``,
+``not_probe``, ``other_node`` and ``replay`` (responder); ``not_reply``, ``session``, ``unknown_node``,
 ``source``, ``unsent_seq``, ``stale`` and ``replay`` (prober). A failed send is counted by
 its errno name (`eipctl_liveness_send_errors`, ``EAGAIN``, ``ENOBUFS``, ``ENETUNREACH``...)
 and logged the same way (`liveness.packet.unsent`, a warning a minute).

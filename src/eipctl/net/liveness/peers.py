@@ -8,7 +8,9 @@ probe, so a node whose liveness path is cut can ask nobody. `core.outage.outage_
 judges the answers.
 
 The answers are challenge/response like the probes: a PEER_REPLY counts only if it echoes
-this querier's session and the seq of the current round, comes from the peer's published
+this querier's session and a seq sent in the current round (every resend of a round takes
+the next seq: a responder answers a seq once, so a replayed query is not answered), comes
+from the peer's published
 (address, port), names the peer asked, and has not been counted this round. So a recorded
 answer replayed later counts for nothing, and nobody without the key can forge one.
 """
@@ -49,6 +51,8 @@ class PeerQuerier:
         self._responder = responder
         self._session = os.urandom(SESSION_LENGTH)
         self._seq = 0
+        self._round_first = 1
+        """The first seq of the current round: replies to any seq of it count."""
         self._peers: dict[str, tuple[str, int]] = {}
         self._answers: dict[str, PeerAnswer] | None = None
         self._done: asyncio.Event | None = None
@@ -70,13 +74,14 @@ class PeerQuerier:
         """Query every peer; return the answers once all came, or one says it hears a writer
         (within ``heard_within`` seconds), or after ``within`` seconds. Peers not answered yet get
         the query again every ``resend_every`` (a lost datagram must not end a hold)."""
-        self._seq += 1
+        self._round_first = self._seq + 1
         answers: dict[str, PeerAnswer] = {}
         self._answers, self._done, self._heard_within = answers, asyncio.Event(), heard_within
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
         try:
             while self._peers and not self._done.is_set():
+                self._seq += 1
                 for node, address in self._peers.items():
                     if node not in answers:
                         query = Packet(Kind.PEER_QUERY, node, self._session, self._seq)
@@ -95,12 +100,14 @@ class PeerQuerier:
             self._answers, self._done = None, None
         return list(answers.values())
 
-    def _received(self, reply: Packet, addr: tuple[Any, ...]) -> None:
+    def _received(self, reply: Packet, addr: tuple[Any, ...]) -> str | None:
+        """Count ``reply`` if it answers this round; else why not (the responder's flood
+        guard counts refusals by source)."""
         answers, done = self._answers, self._done
         reason = self._refusal(reply, addr, answers)
         if reason is not None:
             self._drops.rejected(reason, addr)
-            return
+            return reason
         assert answers is not None and done is not None
         ms = peer_silence_ms(reply.ext)
         silence = None if ms == NEVER_MS else ms / 1000
@@ -109,6 +116,7 @@ class PeerQuerier:
         LIVENESS_PEER_ANSWERS.labels("writer_heard" if heard else "no_writer").inc()
         if heard or len(answers) >= len(self._peers):
             done.set()
+        return None
 
     def _refusal(
         self, reply: Packet, addr: tuple[Any, ...], answers: dict[str, PeerAnswer] | None
@@ -117,7 +125,7 @@ class PeerQuerier:
             return "no_query"
         if reply.session != self._session:
             return "session"
-        if reply.seq != self._seq:
+        if not self._round_first <= reply.seq <= self._seq:
             return "stale"
         endpoint = self._peers.get(reply.node)
         if endpoint is None:

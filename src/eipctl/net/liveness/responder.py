@@ -7,18 +7,26 @@ standing at all (a first-release scheduler: it may be the leader), is a *writer'
 A PROBE_EXT's ext goes to ``on_probe`` (the controller compares the digest with its claims
 and keeps the node count).
 PEER_REPLY datagrams on this socket are handed to the `PeerQuerier` that sent the queries.
+
+Under a flood ([hostile]; docs/liveness.md, "Under attack"): the socket's kernel filter
+(`core.liveness_filter`) drops what is malformed or not for this node; a probe whose seq is
+not newer than the last one answered in its session is a replay and gets no reply (so the
+responder reflects nothing); a source that makes `FloodGuard.limit` refusals a second (wrong
+MACs, replays) is added to the filter's deny list for a while, and ``on_flood`` is told.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
+from eipctl.core.flood import Denial, FloodGuard
+from eipctl.core.liveness_filter import responder_filter, sample_weight
 from eipctl.core.liveness_wire import (
     NEVER_MS,
     Flag,
@@ -35,9 +43,17 @@ from eipctl.net.metrics import (
     LIVENESS_REPLIES_SENT,
 )
 
-from .sockets import Drops, Endpoint, family_of, open_socket, source_of
+from .sockets import DatagramSocket, Drops, canonical, family_of, open_socket, source_of
 
 log = structlog.get_logger(__name__)
+
+SESSIONS_KEPT: Final = 32
+"""Prober and querier sessions whose last seq the responder remembers (a replay of a
+session older than the last 32 started is answered: bounded, one reply per probe sent)."""
+FILTERED: Final = frozenset(
+    {"short", "magic", "version", "kind", "length", "key", "not_probe", "other_node"}
+)
+"""Refusals the kernel filter makes too: one that reaches Python is one sampled of many."""
 
 
 class LivenessResponder:
@@ -59,6 +75,8 @@ class LivenessResponder:
         flags: Callable[[], Flag],
         on_probe: Callable[[Flag, bytes | None], None] | None = None,
         writer_heard_within: float = 0.2,
+        on_flood: Callable[[Denial], None] | None = None,
+        guard: FloodGuard | None = None,
     ) -> None:
         if not valid_node(node):
             raise ValueError(f"node {node!r} is not an IpNode name")
@@ -67,11 +85,14 @@ class LivenessResponder:
         self._flags = flags
         self._on_probe = on_probe
         self._writer_heard_within = writer_heard_within
-        self.on_peer_reply: Callable[[Packet, tuple[Any, ...]], None] | None = None
-        """Where PEER_REPLY datagrams go (`PeerQuerier` sets it)."""
-        self._sock: socket.socket | None = None
-        self._transport: asyncio.DatagramTransport | None = None
-        self._endpoint: Endpoint | None = None
+        self.on_peer_reply: Callable[[Packet, tuple[Any, ...]], str | None] | None = None
+        """Where PEER_REPLY datagrams go (`PeerQuerier` sets it); it returns why it refused
+        one (None: counted), so that replayed answers count towards a flood too."""
+        self._on_flood = on_flood
+        self._guard = guard or FloodGuard()
+        self._last_seq: OrderedDict[bytes, int] = OrderedDict()
+        self._socket: DatagramSocket | None = None
+        self._expiry: asyncio.TimerHandle | None = None
         self._port: int | None = None
         self._closed = False
         self._drops = Drops("responder")
@@ -92,39 +113,59 @@ class LivenessResponder:
 
     async def start(self, host: str, port: int) -> None:
         """Bind ``host`` (an IPv4 or IPv6 literal) and ``port`` (0: any) and answer probes."""
-        if self._sock is not None or self._closed:
+        if self._socket is not None or self._closed:
             raise RuntimeError("a liveness responder starts once")
         family = family_of(host)
         loop = asyncio.get_running_loop()
         try:
-            sock, transport, endpoint = await open_socket(family, (host, port), self._received)
+            sock = await open_socket(family, (host, port), self._received, "responder")
         except OSError as exc:
             raise OSError(exc.errno, f"liveness responder on {host} port {port}: {exc}") from exc
         self._time = loop.time
-        self._sock, self._transport, self._endpoint = sock, transport, endpoint
-        self._port = sock.getsockname()[1]
-        log.info("liveness.responder.started", node=self._node, address=host, port=self._port)
+        self._socket = sock
+        self._port = sock.sock.getsockname()[1]
+        self._refilter()
+        log.info(
+            "liveness.responder.started",
+            node=self._node,
+            address=host,
+            port=self._port,
+            kernel_filter=sock.filtered,
+        )
+
+    @property
+    def denied(self) -> frozenset[str]:
+        """Sources whose datagrams the kernel drops now (the flood guard's list)."""
+        return self._guard.denied
+
+    def _refilter(self) -> None:
+        if self._socket is not None:
+            self._socket.attach(
+                responder_filter(self._node, self._keyring.key_ids, denied=self._guard.denied)
+            )
 
     def close(self) -> None:
         """Stop answering; the port is free once the loop has run (`wait_closed`)."""
         if self._closed:
             return
         self._closed = True
-        if self._transport is not None:
-            self._transport.close()
+        if self._expiry is not None:
+            self._expiry.cancel()
+        if self._socket is not None:
+            self._socket.close()
 
     async def wait_closed(self) -> None:
         """Return once the socket is closed (after `close`)."""
-        if self._endpoint is not None:
-            await self._endpoint.closed
+        if self._socket is not None:
+            await self._socket.closed
 
     def send(self, data: bytes, addr: tuple[str, int]) -> bool:
         """Send ``data`` from the responder's socket (peer queries leave from the address the
         peers know us by); False (counted) if it could not be sent."""
-        if self._sock is None or self._closed:
+        if self._socket is None or self._closed:
             return False
         try:
-            self._sock.sendto(data, addr)
+            self._socket.sendto(data, addr)
         except OSError as exc:
             self._drops.unsent(exc, source_of(addr))
             return False
@@ -139,18 +180,23 @@ class LivenessResponder:
         try:
             packet = decode(data, self._keyring)
         except WireError as exc:
-            self._drops.rejected(exc.reason, addr)
+            self._refuse(exc.reason, addr)
             return
         if packet.kind == Kind.PEER_REPLY:
             if self.on_peer_reply is None:
-                self._drops.rejected("not_probe", addr)
-            else:
-                self.on_peer_reply(packet, addr)
+                self._refuse("not_probe", addr)
+            elif self.on_peer_reply(packet, addr) is not None:
+                self._judge_source(addr, 1, "peer_reply")
             return
         reason = self._refusal(packet)
         if reason is not None:
-            self._drops.rejected(reason, addr)
+            self._refuse(reason, addr)
             return
+        self._last_seq[packet.session] = packet.seq
+        self._last_seq.move_to_end(packet.session)
+        if len(self._last_seq) > SESSIONS_KEPT:
+            self._last_seq.popitem(last=False)
+        self._guard.accepted(canonical(str(addr[0])), self._time())
         if packet.kind == Kind.PEER_QUERY:
             self._answer_peer(packet, addr)
             return
@@ -197,4 +243,53 @@ class LivenessResponder:
             return "not_probe"
         if probe.node != self._node:
             return "other_node"
+        last = self._last_seq.get(probe.session)
+        if last is not None and probe.seq <= last:
+            return "replay"
         return None
+
+    def _refuse(self, reason: str, addr: tuple[Any, ...]) -> None:
+        """Count a refusal, and deny its source in the kernel once it floods."""
+        filtered = self._socket is not None and self._socket.filtered
+        weight = sample_weight(filtered) if reason in FILTERED else 1
+        self._drops.rejected(reason, addr, weight)
+        self._judge_source(addr, weight, reason)
+
+    def _judge_source(self, addr: tuple[Any, ...], weight: int, reason: str) -> None:
+        denial = self._guard.refused(canonical(str(addr[0])), self._time(), weight)
+        if denial is None:
+            return
+        log.warning(
+            "liveness.source.denied",
+            node=self._node,
+            source=denial.source,
+            refused=denial.refused,
+            last_reason=reason,
+            seconds=self._guard.deny_for,
+            why="it sent more datagrams this responder refuses than the flood limit",
+        )
+        self._refilter()
+        self._schedule_expiry()
+        if self._on_flood is not None:
+            try:
+                self._on_flood(denial)
+            except Exception as exc:
+                self._drops.failed("on_flood", exc)
+
+    def _schedule_expiry(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        when = self._guard.next_expiry()
+        if when is None or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        self._expiry = loop.call_at(max(when, loop.time()), self._lift)
+
+    def _lift(self) -> None:
+        self._expiry = None
+        lifted = self._guard.expire(self._time())
+        if lifted:
+            log.info("liveness.source.lifted", node=self._node, sources=sorted(lifted))
+            self._refilter()
+        self._schedule_expiry()

@@ -4,20 +4,24 @@ what they drop. See the package docstring."""
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import ipaddress
 import socket
+import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import structlog
 
+from eipctl.core.liveness_filter import Insn
 from eipctl.core.liveness_wire import (
     Keyring,
 )
 from eipctl.net.metrics import (
+    LIVENESS_KERNEL_DROPS,
     LIVENESS_PACKETS_REJECTED,
     LIVENESS_SEND_ERRORS,
 )
@@ -30,6 +34,17 @@ REPORT_EVERY: Final = 60.0
 """Seconds between info lines about rejected packets (or failed sends) of one reason."""
 BUFFER_BYTES: Final = 1 << 20
 """Socket buffers asked for (the kernel caps them at net.core.{r,w}mem_max)."""
+BATCH: Final = 64
+"""Datagrams read per loop callback before the loop runs the rest of the process."""
+DRAIN_LIMIT: Final = 4096
+"""Datagrams `DatagramSocket.drain` reads at most when asked to catch up."""
+RECV_BYTES: Final = 2048
+DROPS_EVERY: Final = 1.0
+"""Seconds between reads of the kernel's drop counter while datagrams come."""
+SO_ATTACH_FILTER: Final = 26
+SO_MEMINFO: Final = 55
+SK_MEMINFO_VARS: Final = 9
+SK_MEMINFO_DROPS: Final = 8
 FAMILIES: Final = {4: socket.AF_INET, 6: socket.AF_INET6}
 FAMILY_LABEL: Final = {socket.AF_INET: "ipv4", socket.AF_INET6: "ipv6"}
 
@@ -64,9 +79,10 @@ class Drops:
         self._count[key] = 0
         return count
 
-    def rejected(self, reason: str, addr: tuple[Any, ...]) -> None:
-        """A datagram refused: it is not what this role answers or counts."""
-        LIVENESS_PACKETS_REJECTED.labels(role=self._role, reason=reason).inc()
+    def rejected(self, reason: str, addr: tuple[Any, ...], weight: int = 1) -> None:
+        """A datagram refused: it is not what this role answers or counts. ``weight``: how
+        many it stands for (one sampled by the kernel filter stands for `sample_weight`)."""
+        LIVENESS_PACKETS_REJECTED.labels(role=self._role, reason=reason).inc(weight)
         count = self._report(reason)
         fields = {"role": self._role, "reason": reason, "source": source_of(addr)}
         if count is None:
@@ -95,24 +111,6 @@ class Drops:
             log.error("liveness.callback.failed", role=self._role, callback=what, error=repr(exc))
 
 
-class Endpoint(asyncio.DatagramProtocol):
-    """Hands datagrams to a callback and says when the transport is gone."""
-
-    def __init__(self, received: Callable[[bytes, tuple[Any, ...]], None]) -> None:
-        self._received = received
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
-        self._received(data, addr)
-
-    def error_received(self, exc: Exception) -> None:
-        log.debug("liveness.socket.error", error=str(exc))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-
 def family_of(host: str) -> socket.AddressFamily:
     try:
         return FAMILIES[ipaddress.ip_address(host).version]
@@ -132,26 +130,113 @@ def source_of(addr: tuple[Any, ...]) -> str:
     return f"[{host}]:{addr[1]}" if ":" in host else f"{host}:{addr[1]}"
 
 
+class DatagramSocket:
+    """A bound non-blocking UDP socket, read from the event loop in batches.
+
+    asyncio's datagram transport makes one loop callback per datagram; under a flood that is
+    most of the cost. Here one callback reads up to `BATCH` datagrams and then yields to the
+    loop, so a flood never delays the rest of the process by more than one batch. `drain`
+    reads what is queued at once (the prober calls it before its judge looks at silences:
+    a reply that has arrived must count even if the loop fell behind).
+
+    `attach` installs a kernel filter (`core.liveness_filter`); ``filtered`` says whether one
+    is in force. `kernel_drops` brings the kernel's own drop counter for the socket (the
+    filter's refusals and datagrams that found the receive buffer full) into
+    ``eipctl_liveness_kernel_drops_total``.
+    """
+
+    def __init__(
+        self, sock: socket.socket, received: Callable[[bytes, tuple[Any, ...]], None], role: str
+    ) -> None:
+        self.sock = sock
+        self.role = role
+        self.filtered = False
+        self._attach_failed = False
+        self._received = received
+        self._loop = asyncio.get_running_loop()
+        self._drops_seen = 0
+        self._drops_read_at = float("-inf")
+        self._closing = False
+        self.closed: asyncio.Future[None] = self._loop.create_future()
+        self._loop.add_reader(sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        self.drain(BATCH)
+        if self._loop.time() - self._drops_read_at >= DROPS_EVERY:
+            self.kernel_drops()
+
+    def drain(self, limit: int = DRAIN_LIMIT) -> int:
+        """Read and hand on up to ``limit`` queued datagrams now; how many were read."""
+        count = 0
+        while count < limit and not self._closing:
+            try:
+                data, addr = self.sock.recvfrom(RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:  # e.g. ICMP errors surfaced on a UDP socket
+                log.debug("liveness.socket.error", role=self.role, error=str(exc))
+                break
+            count += 1
+            self._received(data, addr)
+        return count
+
+    def attach(self, program: Sequence[Insn]) -> bool:
+        """Install ``program`` as the socket's filter (replacing any); False if refused."""
+        code = b"".join(insn.pack() for insn in program)
+        buffer = ctypes.create_string_buffer(code, len(code))
+        fprog = struct.pack("HL", len(program), ctypes.addressof(buffer))
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+        except OSError as exc:
+            if not self._attach_failed:  # once: a kernel without the option says it each time
+                log.warning("liveness.filter.refused", role=self.role, error=str(exc))
+            self._attach_failed = True
+            return False
+        self.filtered = True
+        return True
+
+    def kernel_drops(self) -> int | None:
+        """The kernel's drop count for this socket (counted into the metric); None if the
+        kernel does not say (SO_MEMINFO is Linux 4.6+)."""
+        self._drops_read_at = self._loop.time()
+        try:
+            raw = self.sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, SK_MEMINFO_VARS * 4)
+        except OSError:
+            return None
+        drops = int(struct.unpack_from(f"{SK_MEMINFO_VARS}I", raw)[SK_MEMINFO_DROPS])
+        if drops > self._drops_seen:
+            LIVENESS_KERNEL_DROPS.labels(role=self.role).inc(drops - self._drops_seen)
+        self._drops_seen = drops
+        return drops
+
+    def sendto(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.sock.sendto(data, addr)
+
+    def close(self) -> None:
+        """Stop reading and close the socket (idempotent); ``closed`` is then done."""
+        if self._closing:
+            return
+        self._closing = True
+        self._loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
 async def open_socket(
     family: socket.AddressFamily,
     address: tuple[str, int],
     received: Callable[[bytes, tuple[Any, ...]], None],
-) -> tuple[socket.socket, asyncio.DatagramTransport, Endpoint]:
-    """A bound non-blocking UDP socket (no SO_REUSEADDR) and the transport reading it.
-
-    The socket is ours to `sendto` on directly: the transport only reads. It closes the
-    socket when it closes, one loop iteration after `transport.close()`.
-    """
+    role: str,
+) -> DatagramSocket:
+    """A bound non-blocking UDP socket (no SO_REUSEADDR), read by `DatagramSocket`."""
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
         sock.setblocking(False)
         for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
             sock.setsockopt(socket.SOL_SOCKET, option, BUFFER_BYTES)
         sock.bind(address)
-        transport, endpoint = await asyncio.get_running_loop().create_datagram_endpoint(
-            lambda: Endpoint(received), sock=sock
-        )
+        return DatagramSocket(sock, received, role)
     except BaseException:
         sock.close()
         raise
-    return sock, transport, endpoint

@@ -1,0 +1,115 @@
+"""`FloodGuard`: which sources a liveness responder drops in the kernel, and for how long.
+
+The socket filter (`core.liveness_filter`) drops what is malformed without reading it. What it
+cannot judge is a well-formed datagram with a wrong MAC or a replayed seq: that needs the key
+and the responder's memory, in Python, at a few microseconds each. A sender that makes many
+such refusals a second is flooding; its address goes on the filter's deny list for a while,
+and from then on it costs nothing. Sources that sent something valid recently (the schedulers,
+the peers) are never denied: a forged flood "from" a scheduler's address must not silence
+the scheduler. So the guard bounds what a flood from an address of its own costs; a sender
+that forges the source addresses of the trusted few is out of its reach (docs/liveness.md,
+"Under attack").
+
+Pure: times are given, no clock is read. Memory is bounded: at most `MAX_TRACKED` sources are
+counted per window and trusted at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from eipctl.core.liveness_filter import MAX_DENIED
+
+__all__ = ["MAX_TRACKED", "Denial", "FloodGuard"]
+
+MAX_TRACKED: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """A source put on the deny list: how many refusals it made in the window that did it."""
+
+    source: str
+    refused: int
+    until: float
+
+
+class FloodGuard:
+    """Counts refusals per source per ``window`` and denies a source that passes ``limit``.
+
+    ``limit`` refusals within one ``window`` (seconds) deny the source for ``deny_for``
+    seconds, unless it sent a valid datagram within ``trusted_for``. At most `MAX_DENIED`
+    sources are denied at once; a new denial then replaces the one that ends first.
+    """
+
+    def __init__(
+        self,
+        *,
+        limit: int = 200,
+        window: float = 1.0,
+        deny_for: float = 30.0,
+        trusted_for: float = 60.0,
+    ) -> None:
+        if limit < 1 or window <= 0 or deny_for <= 0 or trusted_for < 0:
+            raise ValueError("limit, window and deny_for must be positive, trusted_for >= 0")
+        self.limit = limit
+        self.window = window
+        self.deny_for = deny_for
+        self.trusted_for = trusted_for
+        self._window_start = float("-inf")
+        self._counts: dict[str, int] = {}
+        self._trusted: dict[str, float] = {}  # source -> when it last sent a valid datagram
+        self._denied: dict[str, float] = {}  # source -> until
+
+    @property
+    def denied(self) -> frozenset[str]:
+        """The sources denied now (as of the last call that was given a time)."""
+        return frozenset(self._denied)
+
+    def accepted(self, source: str, now: float) -> None:
+        """``source`` sent a valid datagram: trust it for ``trusted_for``."""
+        if source not in self._trusted and len(self._trusted) >= MAX_TRACKED:
+            self._prune_trusted(now)
+            if len(self._trusted) >= MAX_TRACKED:
+                return
+        self._trusted[source] = now
+
+    def refused(self, source: str, now: float, weight: int = 1) -> Denial | None:
+        """``weight`` refusals from ``source`` (a sampled one stands for many); the denial,
+        if this one tipped the source over the limit."""
+        if now - self._window_start >= self.window:
+            self._window_start, self._counts = now, {}
+        if source in self._denied:
+            return None
+        if source not in self._counts and len(self._counts) >= MAX_TRACKED:
+            return None  # so many sources at once: forged; the guard cannot tell them apart
+        count = self._counts.get(source, 0) + weight
+        self._counts[source] = count
+        if count < self.limit or self._is_trusted(source, now):
+            return None
+        if len(self._denied) >= MAX_DENIED:
+            del self._denied[min(self._denied, key=self._denied.__getitem__)]
+        until = now + self.deny_for
+        self._denied[source] = until
+        del self._counts[source]
+        return Denial(source, count, until)
+
+    def expire(self, now: float) -> list[str]:
+        """Lift the denials that have ended; the sources lifted."""
+        ended = [source for source, until in self._denied.items() if until <= now]
+        for source in ended:
+            del self._denied[source]
+        return ended
+
+    def next_expiry(self) -> float | None:
+        """When the first denial ends (None: none is in force)."""
+        return min(self._denied.values(), default=None)
+
+    def _is_trusted(self, source: str, now: float) -> bool:
+        last = self._trusted.get(source)
+        return last is not None and now - last <= self.trusted_for
+
+    def _prune_trusted(self, now: float) -> None:
+        for source in [s for s, t in self._trusted.items() if now - t > self.trusted_for]:
+            del self._trusted[source]
