@@ -16,8 +16,9 @@ with each kind of datagram of the [hostile] issue:
 - ``key-id``: a well-formed probe (reply, for a scheduler) under an unknown key id;
 - ``mac``: well-formed, a key id in force (as if sniffed), the right node name, a wrong MAC;
 - ``short`` / ``long``: a valid packet cut by 9 bytes, or with 100 bytes more;
-- ``replay``: one valid packet (signed with the bed's key: the bytes a recording of a
-  prober's probe, or a node's reply, would hold) sent again and again.
+- ``replay``: one real packet recorded with tcpdump (a scheduler's probe on its way to
+  node-1; node-1's reply on its way to the replica, in the replica's own session) sent
+  again and again from the attacker's address.
 
 Per step (`--seconds`, default 60): datagrams sent and the rate reached, the victim
 process's CPU (% of one core, from /proc), its socket's kernel drops (`ss -uanm` in its
@@ -146,6 +147,22 @@ def datagram(kind: str, template: bytes) -> tuple[str, bytes]:
     return "exact", template  # replay
 
 
+def capture(ns: str, expression: str, directory: Path) -> bytes:
+    """The UDP payload of the next datagram matching ``expression`` in ``ns`` (tcpdump):
+    the recording an attacker on the path would replay."""
+    path = directory / "capture.pcap"
+    subprocess.run(
+        ["ip", "netns", "exec", ns, "tcpdump", "-i", "eth0", "-c", "1", "-w", str(path),
+         "-U", expression],
+        check=True, capture_output=True, timeout=15,
+    )  # fmt: skip
+    raw = path.read_bytes()
+    frame = raw[24 + 16 :]  # pcap global header, one record header; Ethernet from here
+    ip = frame[14:]
+    header = (ip[0] & 0x0F) * 4
+    return ip[header + 8 :]
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -209,16 +226,19 @@ def step(
     seconds: float,
     rate: float,
     keys: Keyring,
+    workdir: Path,
 ) -> str:
     bed.reset()
     placed = spread_services(bed, "fl")
     control = bed.network.control
     assert control is not None
+    node1 = bed.network.node("node-1")
     if target == "responder":
-        victim_node = bed.network.node("node-1")
         victim = bed.controllers["node-1"]
-        ns, host, port = victim_node.ns.name, victim_node.ip4, LIVENESS_PORT
+        ns, host, port = node1.ns.name, node1.ip4, LIVENESS_PORT
         valid = encode(Packet(Kind.PROBE, "node-1", secrets.token_bytes(8), 1), keys)
+        if kind == "replay":  # a real probe of a scheduler, recorded on the way in
+            valid = capture(ns, f"udp and dst port {LIVENESS_PORT}", workdir)
     else:
         leader = bed.leader("scheduler")
         victim = (
@@ -228,6 +248,8 @@ def step(
         ns, host = control.name, "198.51.100.3"
         port = scheduler_port(ns, victim.pid)
         valid = encode(Packet(Kind.REPLY, "node-1", secrets.token_bytes(8), 1, Flag.NONE), keys)
+        if kind == "replay":  # a real reply to this replica, in its session, recorded
+            valid = capture(ns, f"udp and src {node1.ip4} and dst port {port}", workdir)
     mode, template = datagram(kind, valid)
     assert victim.pid is not None
     offsets = {s.name: s.log_size() for s in bed.schedulers}
@@ -287,7 +309,17 @@ def main() -> int:
         for target in args.only:
             for kind in args.kinds:
                 print(
-                    step(bed, sender, attacker.name, target, kind, args.seconds, args.rate, keys),
+                    step(
+                        bed,
+                        sender,
+                        attacker.name,
+                        target,
+                        kind,
+                        args.seconds,
+                        args.rate,
+                        keys,
+                        Path(tmp),
+                    ),
                     flush=True,
                 )
     return 0

@@ -288,11 +288,14 @@ def responder_filter(
     return _assemble(ops)
 
 
-def prober_filter(session: bytes, key_ids: Sequence[bytes]) -> list[Insn]:
+def prober_filter(
+    session: bytes, key_ids: Sequence[bytes], *, denied: Iterable[str] = ()
+) -> list[Insn]:
     """The program for a scheduler replica's prober socket (see the module docstring)."""
     if len(session) != SESSION_LENGTH:
         raise ValueError(f"a session is {SESSION_LENGTH} bytes")
     ops: list[_Op] = [
+        *_deny(denied),
         *_header(key_ids, "refuse"),
         Insn(LD_B_ABS, k=_OFF_KIND),
         _Jump(JMP_JEQ_K, Kind.REPLY, None, "refuse"),

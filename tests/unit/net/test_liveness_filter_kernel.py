@@ -193,3 +193,66 @@ async def test_replayed_peer_answers_count_towards_a_flood(node, sender: socket.
     assert denials[0].source == "127.0.0.1"
     refused = counted("eipctl_liveness_packets_rejected_total", role="querier", reason="no_query")
     assert 20 <= refused - before <= 40
+
+
+async def test_a_replay_flood_is_denied_although_its_first_datagram_was_answered(
+    node, sender: socket.socket
+) -> None:
+    """Trust (never denied) takes a prober's rising seqs, not one replayed probe."""
+    denials: list[Denial] = []
+    responder = await node(guard=FloodGuard(limit=20, deny_for=5.0), on_flood=denials.append)
+    recorded = probe(1, session=b"recorded")
+    assert await answer(sender, responder.port, recorded) is not None  # new to it: answered
+    for _ in range(40):
+        sender.sendto(recorded, ("127.0.0.1", responder.port))
+    await eventually(lambda: bool(denials), "the replaying source denied")
+
+
+async def test_a_live_probers_source_is_trusted_and_never_denied(
+    node, sender: socket.socket
+) -> None:
+    denials: list[Denial] = []
+    responder = await node(guard=FloodGuard(limit=20, deny_for=5.0), on_flood=denials.append)
+    for seq in range(1, 11):  # ten answers in rising order: a live prober
+        assert await answer(sender, responder.port, probe(seq)) is not None
+    forged = bytearray(probe(100))
+    forged[-1] ^= 0xFF
+    for _ in range(60):
+        sender.sendto(bytes(forged), ("127.0.0.1", responder.port))
+    got = await answer(sender, responder.port, probe(11))  # FIFO: the forgeries were judged
+    assert got is not None and got.seq == 11
+    assert denials == [] and responder.denied == frozenset()
+
+
+async def test_a_flood_of_recorded_replies_gets_its_source_denied_at_the_prober(
+    sender: socket.socket,
+) -> None:
+    """A recorded reply echoes the prober's session, so the filter admits it; coming from
+    elsewhere than the node's endpoint, it is refused in Python until its source is denied."""
+    prober = LivenessProber(
+        KEYS,
+        interval=0.05,
+        on_reply=lambda n, f: None,
+        guard=FloodGuard(limit=20, deny_for=5.0),
+    )
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as node_sock:
+        node_sock.bind(("127.0.0.1", 0))
+        node_sock.setblocking(False)
+        prober.set_targets({"node-a": ("127.0.0.1", node_sock.getsockname()[1])})
+        task = asyncio.create_task(prober.run())
+        try:
+            async with asyncio.timeout(WAIT):
+                data, source = await asyncio.get_running_loop().sock_recvfrom(node_sock, 2048)
+            recorded = encode(replace(decode(data, KEYS), kind=Kind.REPLY, flags=Flag.NONE), KEYS)
+            before = rejected("prober", "source")
+            for _ in range(40):
+                sender.sendto(recorded, source)  # from the attacker's port, not the node's
+            await eventually(lambda: bool(prober._guard.denied), "the replaying source denied")
+            assert prober._guard.denied == {"127.0.0.1"}
+            assert 20 <= rejected("prober", "source") - before <= 40
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            prober.close()
+            await prober.wait_closed()

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import structlog
 
+from eipctl.core.flood import FloodGuard
 from eipctl.core.liveness_filter import prober_filter, sample_weight
 from eipctl.core.liveness_wire import (
     DIGEST_LENGTH,
@@ -95,6 +96,7 @@ class LivenessProber:
         standing: Callable[[], Flag] | None = None,
         digest: Callable[[str], bytes] | None = None,
         nodes: Callable[[], int] | None = None,
+        guard: FloodGuard | None = None,
     ) -> None:
         if not interval > 0 or not math.isfinite(interval):
             raise ValueError("interval must be a positive number of seconds")
@@ -117,6 +119,10 @@ class LivenessProber:
         # family -> when opening its socket last failed (retried after REPORT_EVERY)
         self._unusable: dict[socket.AddressFamily, float] = {}
         self._drops = Drops("prober")
+        self._guard = guard or FloodGuard()
+        """Sources whose refused replies pass the limit are dropped in the kernel: a flood
+        of recorded replies (the right session, so the filter admits them) is refused in
+        Python as ``source``/``replay``/``stale`` at a few microseconds each until then."""
         self._accepted = 0  # replies accepted since the metric was last brought up to date
         self._running = False
         self._closed = False
@@ -252,7 +258,7 @@ class LivenessProber:
             if self._closed:  # closed while opening
                 sock.close()
                 continue
-            sock.attach(prober_filter(self._session, self._keyring.key_ids))
+            self._attach(family, sock)
             self._unusable.pop(family, None)
             self._sockets[family] = sock
             self._opened.append(sock)
@@ -304,15 +310,47 @@ class LivenessProber:
         assert target is not None
         target.accepted = reply.seq
         target.extended = bool(reply.flags & Flag.EXTENDED)
+        self._guard.accepted(target.host, asyncio.get_running_loop().time())
         self._accepted += 1
         try:
             self._on_reply(reply.node, reply.flags)
         except Exception as exc:  # a failing consumer must not stop the replies being read
             self._drops.failed("on_reply", exc)
 
+    def _attach(self, family: socket.AddressFamily, sock: DatagramSocket) -> None:
+        denied = [s for s in self._guard.denied if family_of(s) == family]
+        sock.attach(prober_filter(self._session, self._keyring.key_ids, denied=denied))
+
     def _refuse(self, reason: str, addr: tuple[Any, ...]) -> None:
         filtered = reason in FILTERED and any(s.filtered for s in self._sockets.values())
-        self._drops.rejected(reason, addr, sample_weight(filtered))
+        weight = sample_weight(filtered)
+        self._drops.rejected(reason, addr, weight)
+        loop = asyncio.get_running_loop()
+        denial = self._guard.refused(canonical(str(addr[0])), loop.time(), weight)
+        if denial is None:
+            return
+        log.warning(
+            "liveness.source.denied",
+            role="prober",
+            source=denial.source,
+            refused=denial.refused,
+            last_reason=reason,
+            seconds=self._guard.deny_for,
+        )
+        self._refilter()
+
+    def _refilter(self) -> None:
+        for family, sock in self._sockets.items():
+            self._attach(family, sock)
+        expiry = self._guard.next_expiry()
+        if expiry is not None:
+            asyncio.get_running_loop().call_at(expiry, self._lift)
+
+    def _lift(self) -> None:
+        if self._closed:
+            return
+        if self._guard.expire(asyncio.get_running_loop().time()):
+            self._refilter()
 
     def _refusal(self, reply: Packet, target: _Target | None, addr: tuple[Any, ...]) -> str | None:
         """Why ``reply`` (from ``addr``) does not count; None if it does."""

@@ -50,6 +50,10 @@ log = structlog.get_logger(__name__)
 SESSIONS_KEPT: Final = 32
 """Prober and querier sessions whose last seq the responder remembers (a replay of a
 session older than the last 32 started is answered: bounded, one reply per probe sent)."""
+TRUST_AFTER: Final = 10
+"""Answers in rising order in one session before its source is trusted (never denied by the
+flood guard): a replayed probe is answered at most once, so replaying one recorded probe
+cannot earn trust; a recording of ten of a session this responder never saw could."""
 FILTERED: Final = frozenset(
     {"short", "magic", "version", "kind", "length", "key", "not_probe", "other_node"}
 )
@@ -90,7 +94,8 @@ class LivenessResponder:
         one (None: counted), so that replayed answers count towards a flood too."""
         self._on_flood = on_flood
         self._guard = guard or FloodGuard()
-        self._last_seq: OrderedDict[bytes, int] = OrderedDict()
+        self._last_seq: OrderedDict[bytes, tuple[int, int]] = OrderedDict()
+        """session -> (the last seq answered, how many answers it has had in rising order)."""
         self._socket: DatagramSocket | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self._port: int | None = None
@@ -192,11 +197,13 @@ class LivenessResponder:
         if reason is not None:
             self._refuse(reason, addr)
             return
-        self._last_seq[packet.session] = packet.seq
+        _, answered = self._last_seq.get(packet.session, (0, 0))
+        self._last_seq[packet.session] = (packet.seq, answered + 1)
         self._last_seq.move_to_end(packet.session)
         if len(self._last_seq) > SESSIONS_KEPT:
             self._last_seq.popitem(last=False)
-        self._guard.accepted(canonical(str(addr[0])), self._time())
+        if answered + 1 >= TRUST_AFTER:  # a live prober, not one replayed datagram
+            self._guard.accepted(canonical(str(addr[0])), self._time())
         if packet.kind == Kind.PEER_QUERY:
             self._answer_peer(packet, addr)
             return
@@ -244,7 +251,7 @@ class LivenessResponder:
         if probe.node != self._node:
             return "other_node"
         last = self._last_seq.get(probe.session)
-        if last is not None and probe.seq <= last:
+        if last is not None and probe.seq <= last[0]:
             return "replay"
         return None
 
