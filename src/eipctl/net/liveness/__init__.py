@@ -33,9 +33,9 @@ Every datagram not accepted is counted by role and reason (`eipctl_liveness_pack
 and logged at debug (`liveness.packet.rejected`); per reason, at most one info line a minute
 says how many there were. The reasons: `core.liveness_wire.WIRE_ERRORS` for both roles,
 then ``not_probe``, ``other_node`` and ``replay`` (responder); ``not_reply``, ``session``,
-``unknown_node``, ``source``, ``unsent_seq``, ``stale`` and ``replay`` (prober). A failed send is counted by
-its errno name (`eipctl_liveness_send_errors`, ``EAGAIN``, ``ENOBUFS``, ``ENETUNREACH``...)
-and logged the same way (`liveness.packet.unsent`, a warning a minute).
+``unknown_node``, ``source``, ``unsent_seq``, ``stale`` and ``replay`` (prober). A failed
+send is counted by its errno name (`eipctl_liveness_send_errors`, ``EAGAIN``, ``ENOBUFS``,
+``ENETUNREACH``...) and logged the same way (`liveness.packet.unsent`, a warning a minute).
 """
 
 from .peers import PeerQuerier
