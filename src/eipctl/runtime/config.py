@@ -169,6 +169,17 @@ class AllocatorSettings(LeaderSettings, CommonSettings):
 
 @dataclass(frozen=True)
 class ControllerSettings(CommonSettings):
+    # the controller runs on the host network: a wildcard bind would answer on the node's
+    # every address, eipctl's external IPs included ([hostile]); the DaemonSet serves
+    # /metrics through kube-rbac-proxy and binds the probes to status.hostIP
+    metrics_bind_address: BindAddress = setting(
+        "127.0.0.1:9482", parse_bind_address, "where /metrics listens; 0 disables"
+    )
+    health_probe_bind_address: BindAddress = setting(
+        ":9483",
+        parse_bind_address,
+        "where /healthz and /readyz listen (deploy/ binds the node's own address); 0 disables",
+    )
     node_name: str = setting(
         os.environ.get("NODE_NAME") or socket.gethostname(),
         parse_text,
