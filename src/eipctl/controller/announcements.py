@@ -4,6 +4,17 @@ Announcing takes a while (several gratuitous ARPs / NAs spaced apart), so a pass
 moves on. Adding the address again replaces its task; removing the address cancels it; and
 `still_ours` (the fence's "may hold") is asked before every round, so a process that was frozen
 or starved between two rounds never sends a late one for an address that has moved.
+
+The fence may hold for up to ``--node-timeout`` (2.5 s) after the API last answered, while the
+scheduler moves the claims of a node silent for 400 ms; so a controller frozen for a second in
+the middle of a schedule could thaw, still "may hold", and send its next round for an address
+the leader had moved (soak seed 1202: the client's neighbour entry followed that late
+gratuitous ARP to a node that let the address go 0.1 s later). Rounds after the first also ask
+`leader_agrees`: the writing leader's latest probe carried the digest of the claims this node
+holds (`Vouching.mismatch_since` is None). On a thaw the queued probes are read before the
+round's timer fires (asyncio runs I/O callbacks first), so the newest one decides. The first
+round is not held back by it: a claim just placed here may briefly be ahead of the digest of
+the probe in flight, and Bound waits for that round.
 """
 
 from __future__ import annotations
@@ -22,9 +33,15 @@ log = structlog.get_logger(__name__)
 
 
 class Announcements:
-    def __init__(self, announcer: Announcer, still_ours: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        announcer: Announcer,
+        still_ours: Callable[[], bool],
+        leader_agrees: Callable[[], bool] | None = None,
+    ) -> None:
         self._announcer = announcer
         self._still_ours = still_ours
+        self._leader_agrees = leader_agrees
         self._tasks: dict[tuple[str, IPAddress], asyncio.Task[None]] = {}
 
     def start(
@@ -65,10 +82,15 @@ class Announcements:
         self, link: str, ip: IPAddress, claim: str, on_first: Callable[[], None] | None
     ) -> None:
         stopped = False
+        rounds = 0
 
         def still_ours() -> bool:
-            nonlocal stopped
+            nonlocal stopped, rounds
             ours = self._still_ours()
+            if ours and rounds and self._leader_agrees is not None and not self._leader_agrees():
+                ours = False
+                log.info("address.announce.held", claim=claim, ip=str(ip), round=rounds + 1)
+            rounds += 1
             stopped = stopped or not ours
             return ours
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -122,6 +122,7 @@ class LinkReconciler:
         mac_owner: MacOwner | None = None,
         claim_lookup: ClaimLookup | None = None,
         pools: PoolModes | None = None,
+        leader_agrees: Callable[[], bool] | None = None,
     ) -> None:
         self.settings = settings
         self._pools = pools
@@ -129,7 +130,7 @@ class LinkReconciler:
         self._claims = claims
         self._fence = fence
         self._status = status
-        self._announcements = Announcements(announcer, fence.may_hold)
+        self._announcements = Announcements(announcer, fence.may_hold, leader_agrees)
         self._takeover = Takeover(
             settings.node,
             prober=prober,

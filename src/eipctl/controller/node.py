@@ -130,6 +130,7 @@ class NodeController:
             mac_owner=self._mac_owner,
             claim_lookup=self._claim_fresh,
             pools=self.pools,
+            leader_agrees=lambda: self.vouching.mismatch_since is None,
         )
         self.fence_watch = FenceWatch(settings.node, fence=self.fence, on_transition=self._on_fence)
         self.heartbeat = Heartbeat(
