@@ -53,8 +53,13 @@ class Vouching:
             self._digest = placement_digest(names)
         return self._digest
 
-    def on_probe(self, flags: Flag, ext: bytes | None) -> None:
-        """A valid probe (the responder's hook): only a writer's digest counts."""
+    def on_probe(self, flags: Flag, ext: bytes | None, arrived: float | None = None) -> None:
+        """A valid probe (the responder's hook): only a writer's digest counts. ``arrived``:
+        when it reached the socket (on our clock); a probe that waited in the queue while we
+        were frozen vouches from when it came, not from when we read it (soak seed 1202: a
+        controller starved for 3 s read the queued probes, was "vouched for" by the old ones
+        and took back IPs that had moved meanwhile)."""
+        at = self._clock() if arrived is None else arrived
         if ext is None:
             return
         digest, nodes = probe_ext_fields(ext)
@@ -65,9 +70,9 @@ class Vouching:
             return
         if digest == own:
             self.mismatch_since = None
-            self._fence.vouched()
+            self._fence.vouched(at)
         elif self.mismatch_since is None:
-            self.mismatch_since = self._clock()
+            self.mismatch_since = at
 
 
 def loop_clock() -> float:

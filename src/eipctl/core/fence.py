@@ -100,9 +100,11 @@ class Fence:
         """Record a failed API request (it changes no deadline: only successes count)."""
         self._api_failing = True
 
-    def vouched(self) -> None:
-        """The writing leader's probe agrees with our claims (see the module docstring)."""
-        self._vouched_at = self.clock()
+    def vouched(self, at: float | None = None) -> None:
+        """The writing leader's probe agrees with our claims (see the module docstring);
+        ``at``: when that probe arrived (default: now)."""
+        when = self.clock() if at is None else min(at, self.clock())
+        self._vouched_at = max(self._vouched_at, when)
 
     def vouched_recently(self) -> bool:
         return self.clock() - self._vouched_at < self.vouch_window

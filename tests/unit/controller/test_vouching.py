@@ -199,3 +199,19 @@ def test_the_node_count_is_not_part_of_the_digest_compared() -> None:
     b.vouching.on_probe(WRITER, ext(OURS, 1000))
     assert b.fence.vouched_recently()
     assert b.vouching.mismatch_since is None
+
+
+def test_a_probe_that_waited_in_the_queue_vouches_from_when_it_came() -> None:
+    """Read after a freeze, a probe that arrived before it vouches only for the vouch window
+    from its arrival (soak seed 1202), and a later mismatch dates from its own arrival."""
+    b = bed()
+    b.api_lapsed()
+    b.vouching.on_probe(WRITER, ext(OURS), arrived=b.clock.now - 0.6)  # queued 0.6 s
+    assert b.fence.justification() is None  # the window (0.5 s) ended while it waited
+    b.vouching.on_probe(WRITER, ext(OURS), arrived=b.clock.now - 0.2)
+    assert b.fence.justification() is Justification.VOUCHED
+    assert b.fence.deadline() == pytest.approx(b.clock.now + 0.3)
+    b.vouching.on_probe(WRITER, ext(OTHER), arrived=b.clock.now - 0.1)
+    assert b.vouching.mismatch_since == pytest.approx(b.clock.now - 0.1)
+    b.vouching.on_probe(WRITER, ext(OURS), arrived=b.clock.now - 0.3)  # older: no later
+    assert b.fence.deadline() == pytest.approx(b.clock.now + 0.3)

@@ -256,3 +256,21 @@ async def test_a_flood_of_recorded_replies_gets_its_source_denied_at_the_prober(
                 await task
             prober.close()
             await prober.wait_closed()
+
+
+async def test_a_probe_that_waited_in_the_queue_is_as_old_as_it_is(
+    node, sender: socket.socket
+) -> None:
+    """The kernel's arrival stamp, not the moment the loop read it: a controller frozen or
+    starved must not take queued probes for fresh ones (soak seed 1202)."""
+    arrivals: list[float] = []
+    responder = await node(on_probe=lambda flags, ext, arrived: arrivals.append(arrived))
+    loop = asyncio.get_running_loop()
+    sent_at = loop.time()
+    sender.sendto(probe(1), ("127.0.0.1", responder.port))
+    time.sleep(0.5)  # the loop is stuck: the probe waits in the socket's queue
+    read_from = loop.time()
+    await eventually(lambda: bool(arrivals), "the probe read")
+    assert sent_at - 0.05 <= arrivals[0] <= sent_at + 0.1
+    assert read_from - arrivals[0] >= 0.4
+    assert responder.last_probe_at == arrivals[0]

@@ -503,9 +503,11 @@ class Probes:
 
     def __init__(self) -> None:
         self.got: list[tuple[Flag, bytes | None]] = []
+        self.arrived: list[float] = []
 
-    def __call__(self, flags: Flag, ext: bytes | None) -> None:
+    def __call__(self, flags: Flag, ext: bytes | None, arrived: float) -> None:
         self.got.append((flags, ext))
+        self.arrived.append(arrived)
 
 
 @pytest_asyncio.fixture
@@ -557,7 +559,7 @@ async def test_a_probe_ext_hands_its_ext_to_on_probe_and_gets_an_extended_reply(
 async def test_a_failing_on_probe_does_not_stop_the_answers(
     started, fake_node: socket.socket
 ) -> None:
-    def on_probe(flags: Flag, ext: bytes | None) -> None:
+    def on_probe(flags: Flag, ext: bytes | None, arrived: float) -> None:
         raise RuntimeError("the consumer is broken")
 
     node = await started(on_probe=on_probe)

@@ -66,7 +66,8 @@ class LivenessResponder:
     ``flags`` is asked on every probe (FENCED while the controller has fenced itself,
     API_STALE while its API requests fail); EXTENDED is added here. A datagram that is not a
     valid probe or peer query for this node is dropped and counted, never answered.
-    ``on_probe(flags, ext)`` is told of every valid probe (ext None for a plain one).
+    ``on_probe(flags, ext, arrived)`` is told of every valid probe (ext None for a plain one;
+    ``arrived`` on the loop's clock, from the kernel's timestamp: `DatagramSocket.arrived`).
     ``writer_heard_within``: a peer reply sets WRITER_HEARD when a writer's probe came this
     recently (its ext always carries the silence itself).
     """
@@ -77,7 +78,7 @@ class LivenessResponder:
         keyring: Keyring,
         *,
         flags: Callable[[], Flag],
-        on_probe: Callable[[Flag, bytes | None], None] | None = None,
+        on_probe: Callable[[Flag, bytes | None, float], None] | None = None,
         writer_heard_within: float = 0.2,
         on_flood: Callable[[Denial], None] | None = None,
         guard: FloodGuard | None = None,
@@ -218,7 +219,7 @@ class LivenessResponder:
             LIVENESS_REPLIES_SENT.inc()
 
     def _probed(self, probe: Packet) -> None:
-        now = self._time()
+        now = self._time() if self._socket is None else self._socket.arrived
         self.last_probe_at = now
         standing = bool(probe.flags & Flag.STANDING)
         self.standing_seen |= standing
@@ -226,7 +227,8 @@ class LivenessResponder:
             self.last_writer_at = now
         if self._on_probe is not None:
             try:
-                self._on_probe(probe.flags, probe.ext if probe.kind == Kind.PROBE_EXT else None)
+                ext = probe.ext if probe.kind == Kind.PROBE_EXT else None
+                self._on_probe(probe.flags, ext, now)
             except Exception as exc:  # never stop answering because a consumer failed
                 self._drops.failed("on_probe", exc)
 

@@ -41,6 +41,9 @@ DRAIN_LIMIT: Final = 4096
 RECV_BYTES: Final = 2048
 DROPS_EVERY: Final = 1.0
 """Seconds between reads of the kernel's drop counter while datagrams come."""
+SO_TIMESTAMPNS: Final = 35
+"""Linux: each datagram carries its arrival time (CLOCK_REALTIME, struct timespec)."""
+ANCILLARY_BYTES: Final = socket.CMSG_SPACE(16)
 SO_ATTACH_FILTER: Final = 26
 SO_MEMINFO: Final = 55
 SK_MEMINFO_VARS: Final = 9
@@ -157,6 +160,15 @@ class DatagramSocket:
         self._drops_seen = 0
         self._drops_read_at = float("-inf")
         self._closing = False
+        self.arrived = self._loop.time()
+        """When the datagram being handed on arrived, on the loop's clock: the kernel's
+        timestamp where it gives one, so a datagram that waited in the queue while the loop
+        was frozen or starved is as old as it is, not as fresh as the moment it was read."""
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self._stamped = True
+        except OSError:
+            self._stamped = False
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self._loop.add_reader(sock.fileno(), self._readable)
 
@@ -170,15 +182,25 @@ class DatagramSocket:
         count = 0
         while count < limit and not self._closing:
             try:
-                data, addr = self.sock.recvfrom(RECV_BYTES)
+                data, ancillary, _, addr = self.sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:  # e.g. ICMP errors surfaced on a UDP socket
                 log.debug("liveness.socket.error", role=self.role, error=str(exc))
                 break
             count += 1
+            self.arrived = self._arrival(ancillary)
             self._received(data, addr)
         return count
+
+    def _arrival(self, ancillary: list[tuple[int, int, bytes]]) -> float:
+        now = self._loop.time()
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+                seconds, nanoseconds = struct.unpack_from("qq", data)
+                age = time.time() - (float(seconds) + float(nanoseconds) / 1e9)
+                return now - min(max(age, 0.0), 3600.0)  # a wall clock step is not an age
+        return now
 
     def attach(self, program: Sequence[Insn]) -> bool:
         """Install ``program`` as the socket's filter (replacing any); False if refused."""
