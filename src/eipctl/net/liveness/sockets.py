@@ -194,11 +194,12 @@ class DatagramSocket:
         return count
 
     def _arrival(self, ancillary: list[tuple[int, int, bytes]]) -> float:
+        wall = time.time()  # first: the age may come out a hair short, never long
         now = self._loop.time()
         for level, kind, data in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
                 seconds, nanoseconds = struct.unpack_from("qq", data)
-                age = time.time() - (float(seconds) + float(nanoseconds) / 1e9)
+                age = wall - (float(seconds) + float(nanoseconds) / 1e9)
                 return now - min(max(age, 0.0), 3600.0)  # a wall clock step is not an age
         return now
 
