@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 from typing import Any
 
+import pytest
+
 from eipctl.core.fields import Obj
 from eipctl.core.liveness import Liveness
 from eipctl.core.liveness_wire import Flag
@@ -185,26 +187,28 @@ def test_relabelling_asks_for_a_pass() -> None:
     assert bed.kicks == 2
 
 
-async def test_replies_queued_at_the_socket_are_read_before_the_judge_looks() -> None:
+@pytest.mark.parametrize("drains", [False, True])
+async def test_replies_queued_at_the_socket_are_read_before_the_judge_looks(
+    drains: bool,
+) -> None:
     """A scheduler whose loop fell behind (a flood, CPU starvation) must not declare a node
     dead whose reply has arrived but was not read yet ([hostile])."""
-    for drains in (False, True):
-        bed = Bed()
-        bed.observe(None, ipnode("n1", spec=ENDPOINT), at=0.0)
-        bed.observe(None, ipnode("w", spec=ENDPOINT), at=0.0)
-        bed.heard("n1", at=0.0)
-        bed.witness(until=1.5)
-        bed.now = 1.5  # n1 silent for 1.5 s as far as what was read says
-        queued = ["n1"]  # its reply sits in the socket's queue
+    bed = Bed()
+    bed.observe(None, ipnode("n1", spec=ENDPOINT), at=0.0)
+    bed.observe(None, ipnode("w", spec=ENDPOINT), at=0.0)
+    bed.heard("n1", at=0.0)
+    bed.witness(until=1.5)
+    bed.now = 1.5  # n1 silent for 1.5 s as far as what was read says
+    queued = ["n1"]  # its reply sits in the socket's queue
 
-        def drain() -> None:
-            while queued:
-                bed.watch.heard(queued.pop(), Flag.NONE)
+    def drain() -> None:
+        while queued:
+            bed.watch.heard(queued.pop(), Flag.NONE)
 
-        bed.watch.drain = drain if drains else None
-        task = asyncio.create_task(bed.watch.run())
-        await asyncio.sleep(0.05)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        assert bed.liveness.is_live("n1", bed.now) is drains
+    bed.watch.drain = drain if drains else None
+    task = asyncio.create_task(bed.watch.run())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert bed.liveness.is_live("n1", bed.now) is drains
