@@ -301,10 +301,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, LocalBed(BedOptions(nodes=3)) as bed:
         sender = compile_sender(Path(tmp))
         keys = read_keyring(str(bed.key_file))
-        attacker = bed.network.tb.namespace("attacker")
-        bed.network._attach(attacker, "at")
-        attacker.ip("link set eth0 up")
-        attacker.ip(f"addr add {ATTACKER4}/24 dev eth0")
+        attacker = bed.network.add_host("attacker", ATTACKER4)
         bed.reset()
         for target in args.only:
             for kind in args.kinds:

@@ -274,6 +274,15 @@ class Network:
             self.nodes.append(node)
         return node
 
+    def add_host(self, tag: str, address: str) -> Namespace:
+        """Another host on the switch with ``address``/24 (IPv4), not a node: an attacker in
+        the hostile stories and bench_hostile.py. Removed with the rest at `close()`."""
+        ns = self.tb.namespace(tag)
+        self._attach(ns, tag[:6])
+        ns.ip(f"link set {LINK} up")
+        ns.ip(f"addr add {address}/24 dev {LINK}")
+        return ns
+
     def remove_node(self, name: str) -> None:
         """Pull the plug: what runs in the node's namespace is killed, the namespace deleted
         with its link and every address on it."""
