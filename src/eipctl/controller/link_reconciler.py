@@ -138,6 +138,7 @@ class LinkReconciler:
             holder_node=holder_node,
             report_conflict=self._conflict,
             report_failure=self._failed,
+            claim_lookup=claim_lookup,
         )
         self._handover = Handover(settings.node, claim_lookup, settings.address_lifetime)
         self._macs: dict[str, str] = {}  # link -> its MAC, published on the IpNode

@@ -14,8 +14,10 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
+from eipctl.core.claims import node_of
 from eipctl.core.conditions import find_condition
 from eipctl.core.conflict import ConflictDecision, HolderState, conflict_decision, probe_first
+from eipctl.core.fields import Obj
 from eipctl.core.ipnode import LIVE, IpNode
 from eipctl.core.link_plan import PlacedClaim
 from eipctl.core.resources import IpClaim
@@ -29,6 +31,9 @@ log = structlog.get_logger(__name__)
 
 HolderNode = Callable[[str], Awaitable[IpNode | None]]
 """Another node's IpNode, read fresh from the API, or None if it has none."""
+
+ClaimLookup = Callable[[str], Awaitable[Obj | None]]
+"""An IpClaim read fresh from the API by name, or None if it is gone."""
 
 MacOwner = Callable[[str], Awaitable[str | None]]
 """The eipctl node whose IpNode publishes this MAC (aa:bb:..), or None."""
@@ -52,8 +57,10 @@ class Takeover:
         holder_node: HolderNode | None,
         report_conflict: ReportConflict,
         report_failure: ReportFailure,
+        claim_lookup: ClaimLookup | None = None,
     ) -> None:
         self._node = node
+        self._claim_lookup = claim_lookup
         self._prober = prober
         self._mac_owner = mac_owner
         self._holder_node = holder_node
@@ -98,6 +105,9 @@ class Takeover:
         decision = conflict_decision(
             answered=mac is not None, own_node=self._node, answered_by=answered_by
         )
+        if decision is ConflictDecision.TAKE_OVER and not await self._still_placed_here(claim):
+            return ConflictDecision.WAIT  # our view is stale: no conflict to report, the
+            # relist that follows decides again
         if decision is ConflictDecision.TAKE_OVER:
             TAKEOVERS.inc()
             log.warning(
@@ -130,6 +140,23 @@ class Takeover:
         if decision is not ConflictDecision.WAIT:
             self._waiting.pop(claim.name, None)
         return decision
+
+    async def _still_placed_here(self, claim: IpClaim) -> bool:
+        """The take-over rule assumes the scheduler moved the claim here; a controller that
+        was frozen or starved may hold a stale cache (soak seed 1505: thawed after 3 s, it
+        took back two IPs that had moved, by ARP, and the client followed). So read the claim
+        fresh first: take over only if the API still places it here."""
+        if self._claim_lookup is None:
+            return True
+        try:
+            fresh = await self._claim_lookup(claim.name)
+        except Exception as exc:  # unknown: do not take over on a guess
+            log.info("takeover.lookup.failed", claim=claim.name, error=repr(exc))
+            return False
+        if fresh is not None and node_of(fresh) == self._node:
+            return True
+        log.info("takeover.skipped", claim=claim.name, reason="moved-away", node=self._node)
+        return False
 
     async def _owner_of(self, mac: bytes) -> str | None:
         if self._mac_owner is None:

@@ -164,3 +164,42 @@ async def test_shared_claims_and_failed_probes_add(f: Fakes) -> None:
     assert await f.decide() is ConflictDecision.ADD
     assert f.failures == ["probe"]
     assert f.conflicts == []
+
+
+@pytest.mark.parametrize(
+    ("fresh", "decision"),
+    [
+        ({"spec": {"ip": IP, "nodeName": NODE}}, ConflictDecision.TAKE_OVER),
+        ({"spec": {"ip": IP, "nodeName": "node-b"}}, ConflictDecision.WAIT),  # moved away
+        (None, ConflictDecision.WAIT),  # deleted
+        (TimeoutError(), ConflictDecision.WAIT),  # unknown: not on a guess
+    ],
+)
+async def test_a_take_over_needs_the_api_to_still_place_the_claim_here(
+    fresh: Any, decision: ConflictDecision
+) -> None:
+    """Soak seed 1505: a controller thawed after 3 s probed with its stale cache, found the
+    new holder answering and took the IP back. The take-over rule now reads the claim fresh."""
+    reads: list[str] = []
+
+    async def lookup(name: str) -> dict[str, Any] | None:
+        reads.append(name)
+        if isinstance(fresh, Exception):
+            raise fresh
+        return None if fresh is None else {"metadata": {"name": name}, **fresh}
+
+    f = Fakes()
+    f.takeover = Takeover(
+        NODE,
+        prober=f.probe,
+        mac_owner=f.mac_owner,
+        holder_node=f.holder_node,
+        report_conflict=lambda claim, reason, message: f.conflicts.append((reason, message)),
+        report_failure=lambda op, exc, **fields: f.failures.append(op),
+        claim_lookup=lookup,
+    )
+    f.judged("True", reason="Replying")
+    f.owner = "node-b"  # another eipctl node answers for the IP
+    assert await f.decide(bound=NODE) is decision
+    assert reads == ["203-0-113-7"]
+    assert f.conflicts == []  # a stale view is no conflict to report on the claim
