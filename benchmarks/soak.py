@@ -179,9 +179,13 @@ class Soak:
             if series is not None:
                 bed.client.stop_probes(series)
         if series is not None:
-            dark = max(series.longest_loss(ip) for ip in ips)
+            dark, worst = max((series.longest_loss(ip), ip) for ip in ips)
             self.dark[kind] = max(self.dark.get(kind, 0.0), dark)
-            print(f"    {kind} {seconds:.1f}s: longest dark {dark * 1000:.0f} ms", flush=True)
+            print(
+                f"    {kind} {seconds:.1f}s: longest dark {dark * 1000:.0f} ms"
+                + (f" ({worst})" if dark else ""),
+                flush=True,
+            )
 
     def churn(self, n: int) -> None:
         """Create or delete `n` Services, drifting towards the target count."""
