@@ -22,7 +22,7 @@ MAC = b"\x02\x00\x00\x00\x00\x09"
 
 
 class Fakes:
-    def __init__(self) -> None:
+    def __init__(self, claim_lookup: Any = None) -> None:
         self.answer: ProbeConflict | Exception | None = ProbeConflict(
             ipaddress.ip_address(IP), MAC, 0.01
         )
@@ -40,6 +40,7 @@ class Fakes:
             holder_node=self.holder_node,
             report_conflict=lambda claim, reason, message: self.conflicts.append((reason, message)),
             report_failure=lambda op, exc, **fields: self.failures.append(op),
+            claim_lookup=claim_lookup,
         )
 
     async def probe(self, link: str, ip: Any, /) -> ProbeConflict | None:
@@ -188,16 +189,7 @@ async def test_a_take_over_needs_the_api_to_still_place_the_claim_here(
             raise fresh
         return None if fresh is None else {"metadata": {"name": name}, **fresh}
 
-    f = Fakes()
-    f.takeover = Takeover(
-        NODE,
-        prober=f.probe,
-        mac_owner=f.mac_owner,
-        holder_node=f.holder_node,
-        report_conflict=lambda claim, reason, message: f.conflicts.append((reason, message)),
-        report_failure=lambda op, exc, **fields: f.failures.append(op),
-        claim_lookup=lookup,
-    )
+    f = Fakes(claim_lookup=lookup)
     f.judged("True", reason="Replying")
     f.owner = "node-b"  # another eipctl node answers for the IP
     assert await f.decide(bound=NODE) is decision

@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -64,6 +65,23 @@ async def node() -> AsyncIterator[Callable[..., asyncio.Future[LivenessResponder
     for responder in made:
         responder.close()
         await responder.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def probing(prober: LivenessProber, node: socket.socket) -> AsyncIterator[tuple[Any, ...]]:
+    """``prober`` running against ``node``; yields the source of its first probe."""
+    prober.set_targets({"node-a": ("127.0.0.1", node.getsockname()[1])})
+    task = asyncio.create_task(prober.run())
+    try:
+        async with asyncio.timeout(WAIT):
+            data, source = await asyncio.get_running_loop().sock_recvfrom(node, 2048)
+        yield decode(data, KEYS), source
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        prober.close()
+        await prober.wait_closed()
 
 
 async def answer(sock: socket.socket, port: int, datagram: bytes) -> Packet | None:
@@ -152,12 +170,7 @@ async def test_the_prober_drops_other_sessions_in_the_kernel_and_drains_on_deman
 ) -> None:
     replies: list[tuple[str, Flag]] = []
     prober = LivenessProber(KEYS, interval=0.05, on_reply=lambda n, f: replies.append((n, f)))
-    prober.set_targets({"node-a": ("127.0.0.1", sender.getsockname()[1])})
-    task = asyncio.create_task(prober.run())
-    try:
-        async with asyncio.timeout(WAIT):
-            data, source = await asyncio.get_running_loop().sock_recvfrom(sender, 2048)
-        sent = decode(data, KEYS)
+    async with probing(prober, sender) as (sent, source):
         reply = replace(sent, kind=Kind.REPLY, flags=Flag.NONE)
         sockets = list(prober._sockets.values())
         assert sockets and sockets[0].filtered
@@ -171,12 +184,6 @@ async def test_the_prober_drops_other_sessions_in_the_kernel_and_drains_on_deman
             prober.drain()
         assert replies == [("node-a", Flag.NONE)]
         assert (sockets[0].kernel_drops() or 0) - drops >= 64 - 16
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        prober.close()
-        await prober.wait_closed()
 
 
 async def test_replayed_peer_answers_count_towards_a_flood(node, sender: socket.socket) -> None:
@@ -238,24 +245,14 @@ async def test_a_flood_of_recorded_replies_gets_its_source_denied_at_the_prober(
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as node_sock:
         node_sock.bind(("127.0.0.1", 0))
         node_sock.setblocking(False)
-        prober.set_targets({"node-a": ("127.0.0.1", node_sock.getsockname()[1])})
-        task = asyncio.create_task(prober.run())
-        try:
-            async with asyncio.timeout(WAIT):
-                data, source = await asyncio.get_running_loop().sock_recvfrom(node_sock, 2048)
-            recorded = encode(replace(decode(data, KEYS), kind=Kind.REPLY, flags=Flag.NONE), KEYS)
+        async with probing(prober, node_sock) as (sent, source):
+            recorded = encode(replace(sent, kind=Kind.REPLY, flags=Flag.NONE), KEYS)
             before = rejected("prober", "source")
             for _ in range(40):
                 sender.sendto(recorded, source)  # from the attacker's port, not the node's
-            await eventually(lambda: bool(prober._guard.denied), "the replaying source denied")
-            assert prober._guard.denied == {"127.0.0.1"}
+            await eventually(lambda: bool(prober._denials.denied), "the replaying source denied")
+            assert prober._denials.denied == {"127.0.0.1"}
             assert 20 <= rejected("prober", "source") - before <= 40
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            prober.close()
-            await prober.wait_closed()
 
 
 async def test_a_probe_that_waited_in_the_queue_is_as_old_as_it_is(

@@ -32,6 +32,7 @@ from eipctl.net.metrics import (
     LIVENESS_REPLIES_ACCEPTED,
 )
 
+from .denials import SourceDenials
 from .sockets import (
     CHUNK,
     FAMILY_LABEL,
@@ -119,7 +120,7 @@ class LivenessProber:
         # family -> when opening its socket last failed (retried after REPORT_EVERY)
         self._unusable: dict[socket.AddressFamily, float] = {}
         self._drops = Drops("prober")
-        self._guard = guard or FloodGuard()
+        self._denials = SourceDenials("prober", self._refilter, guard=guard)
         """Sources whose refused replies pass the limit are dropped in the kernel: a flood
         of recorded replies (the right session, so the filter admits them) is refused in
         Python as ``source``/``replay``/``stale`` at a few microseconds each until then."""
@@ -217,6 +218,7 @@ class LivenessProber:
         if self._closed:
             return
         self._closed = True
+        self._denials.close()
         self._count_accepted()
         for sock in self._opened:
             sock.close()
@@ -310,7 +312,7 @@ class LivenessProber:
         assert target is not None
         target.accepted = reply.seq
         target.extended = bool(reply.flags & Flag.EXTENDED)
-        self._guard.accepted(target.host, asyncio.get_running_loop().time())
+        self._denials.accepted(target.host, asyncio.get_running_loop().time())
         self._accepted += 1
         try:
             self._on_reply(reply.node, reply.flags)
@@ -318,39 +320,18 @@ class LivenessProber:
             self._drops.failed("on_reply", exc)
 
     def _attach(self, family: socket.AddressFamily, sock: DatagramSocket) -> None:
-        denied = [s for s in self._guard.denied if family_of(s) == family]
+        denied = [s for s in self._denials.denied if family_of(s) == family]
         sock.attach(prober_filter(self._session, self._keyring.key_ids, denied=denied))
+
+    def _refilter(self) -> None:
+        for family, sock in self._sockets.items():
+            self._attach(family, sock)
 
     def _refuse(self, reason: str, addr: tuple[Any, ...]) -> None:
         filtered = reason in FILTERED and any(s.filtered for s in self._sockets.values())
         weight = sample_weight(filtered)
         self._drops.rejected(reason, addr, weight)
-        loop = asyncio.get_running_loop()
-        denial = self._guard.refused(canonical(str(addr[0])), loop.time(), weight)
-        if denial is None:
-            return
-        log.warning(
-            "liveness.source.denied",
-            role="prober",
-            source=denial.source,
-            refused=denial.refused,
-            last_reason=reason,
-            seconds=self._guard.deny_for,
-        )
-        self._refilter()
-
-    def _refilter(self) -> None:
-        for family, sock in self._sockets.items():
-            self._attach(family, sock)
-        expiry = self._guard.next_expiry()
-        if expiry is not None:
-            asyncio.get_running_loop().call_at(expiry, self._lift)
-
-    def _lift(self) -> None:
-        if self._closed:
-            return
-        if self._guard.expire(asyncio.get_running_loop().time()):
-            self._refilter()
+        self._denials.refused(addr, weight, reason)
 
     def _refusal(self, reply: Packet, target: _Target | None, addr: tuple[Any, ...]) -> str | None:
         """Why ``reply`` (from ``addr``) does not count; None if it does."""

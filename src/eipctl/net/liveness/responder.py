@@ -43,7 +43,8 @@ from eipctl.net.metrics import (
     LIVENESS_REPLIES_SENT,
 )
 
-from .sockets import DatagramSocket, Drops, canonical, family_of, open_socket, source_of
+from .denials import SourceDenials
+from .sockets import DatagramSocket, Drops, family_of, open_socket, source_of
 
 log = structlog.get_logger(__name__)
 
@@ -94,11 +95,12 @@ class LivenessResponder:
         """Where PEER_REPLY datagrams go (`PeerQuerier` sets it); it returns why it refused
         one (None: counted), so that replayed answers count towards a flood too."""
         self._on_flood = on_flood
-        self._guard = guard or FloodGuard()
+        self._denials = SourceDenials(
+            "responder", self._refilter, guard=guard, on_denial=self._flooded, node=node
+        )
         self._last_seq: OrderedDict[bytes, tuple[int, int]] = OrderedDict()
         """session -> (the last seq answered, how many answers it has had in rising order)."""
         self._socket: DatagramSocket | None = None
-        self._expiry: asyncio.TimerHandle | None = None
         self._port: int | None = None
         self._closed = False
         self._drops = Drops("responder")
@@ -142,12 +144,12 @@ class LivenessResponder:
     @property
     def denied(self) -> frozenset[str]:
         """Sources whose datagrams the kernel drops now (the flood guard's list)."""
-        return self._guard.denied
+        return self._denials.denied
 
     def _refilter(self) -> None:
         if self._socket is not None:
             self._socket.attach(
-                responder_filter(self._node, self._keyring.key_ids, denied=self._guard.denied)
+                responder_filter(self._node, self._keyring.key_ids, denied=self._denials.denied)
             )
 
     def close(self) -> None:
@@ -155,8 +157,7 @@ class LivenessResponder:
         if self._closed:
             return
         self._closed = True
-        if self._expiry is not None:
-            self._expiry.cancel()
+        self._denials.close()
         if self._socket is not None:
             self._socket.close()
 
@@ -192,7 +193,7 @@ class LivenessResponder:
             if self.on_peer_reply is None:
                 self._refuse("not_probe", addr)
             elif self.on_peer_reply(packet, addr) is not None:
-                self._judge_source(addr, 1, "peer_reply")
+                self._denials.refused(addr, 1, "peer_reply")
             return
         reason = self._refusal(packet)
         if reason is not None:
@@ -204,7 +205,7 @@ class LivenessResponder:
         if len(self._last_seq) > SESSIONS_KEPT:
             self._last_seq.popitem(last=False)
         if answered + 1 >= TRUST_AFTER:  # a live prober, not one replayed datagram
-            self._guard.accepted(canonical(str(addr[0])), self._time())
+            self._denials.accepted(str(addr[0]), self._time())
         if packet.kind == Kind.PEER_QUERY:
             self._answer_peer(packet, addr)
             return
@@ -262,43 +263,11 @@ class LivenessResponder:
         filtered = self._socket is not None and self._socket.filtered
         weight = sample_weight(filtered) if reason in FILTERED else 1
         self._drops.rejected(reason, addr, weight)
-        self._judge_source(addr, weight, reason)
+        self._denials.refused(addr, weight, reason)
 
-    def _judge_source(self, addr: tuple[Any, ...], weight: int, reason: str) -> None:
-        denial = self._guard.refused(canonical(str(addr[0])), self._time(), weight)
-        if denial is None:
-            return
-        log.warning(
-            "liveness.source.denied",
-            node=self._node,
-            source=denial.source,
-            refused=denial.refused,
-            last_reason=reason,
-            seconds=self._guard.deny_for,
-            why="it sent more datagrams this responder refuses than the flood limit",
-        )
-        self._refilter()
-        self._schedule_expiry()
+    def _flooded(self, denial: Denial) -> None:
         if self._on_flood is not None:
             try:
                 self._on_flood(denial)
             except Exception as exc:
                 self._drops.failed("on_flood", exc)
-
-    def _schedule_expiry(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        when = self._guard.next_expiry()
-        if when is None or self._closed:
-            return
-        loop = asyncio.get_running_loop()
-        self._expiry = loop.call_at(max(when, loop.time()), self._lift)
-
-    def _lift(self) -> None:
-        self._expiry = None
-        lifted = self._guard.expire(self._time())
-        if lifted:
-            log.info("liveness.source.lifted", node=self._node, sources=sorted(lifted))
-            self._refilter()
-        self._schedule_expiry()
