@@ -6,14 +6,23 @@ The previous release is the commit before it (`PREVIOUS`), taken from this repos
 history with `git archive` and run with its `src/` first on PYTHONPATH: real old processes,
 speaking the old wire. The bed goes old -> new with the schedulers first, back to old, then
 old -> new with the controllers first; each step one process at a time, as the rolling
-updates do. Nothing may move, and no IP may go unanswered for more than 100 ms.
+updates do. No IP may go unanswered for more than 100 ms, and nothing may move, with one
+exception that is the previous release's and cannot be fixed in it: in the last leg old
+controllers are replaced while the old schedulers judge them, and the old judge ended a
+restart grace at the next reply, so a reply from the stopping controller just after its
+grace was seen had the node declared dead one timeout later (this release ends a grace only
+at the successor's first heartbeat: docs/liveness.md "Upgrades"). Such a move is allowed
+only where an old scheduler's own log shows exactly that: a restart grace for the node, then
+its death within two timeouts, then the move.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -32,6 +41,9 @@ REPO = Path(__file__).resolve().parents[2]
 PREVIOUS = "ec7e7f0b08fd233611bc72ff239d03d459adfef2"
 """main before the release that holds through outages (session 7's last commit)."""
 MAX_OUTAGE = 0.1
+RACE_WINDOW = 0.8
+"""Two node timeouts: a death this soon after a restart grace was seen is the old race."""
+FIELD = re.compile(r"(\w+)=('[^']*'|\S+)")
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +94,46 @@ def _roll_controllers(bed: LocalBed, src: Path | None) -> None:
             assert "peers.listed" not in proc.log_since(offset), f"{node} runs this release"
 
 
+def _events(text: str) -> list[dict[str, str]]:
+    """The structured log lines of a process as dicts (values unquoted)."""
+    out = []
+    for line in text.splitlines():
+        fields = {k: v.strip("'") for k, v in FIELD.findall(line)}
+        if "event" in fields and "ts" in fields:
+            out.append(fields)
+    return out
+
+
+def _seconds(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _moves_by_the_old_race(bed: LocalBed, offsets: list[int]) -> dict[str, list[str]]:
+    """The claims the schedulers moved since `offsets` (ip -> nodes moved to, in order);
+    each move must be the previous release's race (module docstring), or this fails."""
+    moved: dict[str, list[str]] = {}
+    for proc, offset in zip(bed.schedulers, offsets, strict=True):
+        graces: dict[str, float] = {}
+        deaths: dict[str, float] = {}
+        for e in _events(proc.log_since(offset)):
+            node, at = e.get("node", ""), _seconds(e["ts"])
+            if e["event"] == "node.restart_grace":
+                graces[node] = at
+            elif e["event"] == "node.dead":
+                deaths[node] = at
+                assert at - graces.get(node, float("-inf")) <= RACE_WINDOW, (
+                    f"{proc.name} declared {node} dead {at - graces.get(node, 0):.2f}s after "
+                    "its restart grace: not the previous release's race"
+                )
+            elif e["event"] == "object.event" and e.get("kind") == "IpClaim":
+                if e.get("reason") in ("Placed", "Bound", None):
+                    continue
+                source = e.get("from_node", "")
+                assert e.get("reason") == "NodeDead" and source in deaths, f"{proc.name}: {e}"
+                moved.setdefault(e["ip"], []).append(e["to_node"])
+    return moved
+
+
 def test_rolling_out_over_the_previous_release_in_either_order_moves_nothing(
     local_bed: LocalBed, previous_release: Path
 ) -> None:
@@ -100,7 +152,9 @@ def test_rolling_out_over_the_previous_release_in_either_order_moves_nothing(
         _roll_controllers(bed, None)
         _roll_controllers(bed, old)  # back to the previous release
         _roll_schedulers(bed, old)
-        _roll_controllers(bed, None)  # upgrade, controllers first
+        offsets = [proc.log_size() for proc in bed.schedulers]
+        _roll_controllers(bed, None)  # upgrade, controllers first: old ones under old judges
+        raced = _moves_by_the_old_race(bed, offsets)
         _roll_schedulers(bed, None)
         time.sleep(1.0)
     finally:
@@ -110,9 +164,11 @@ def test_rolling_out_over_the_previous_release_in_either_order_moves_nothing(
                 _use(proc, None)
                 proc.terminate(grace=5)
                 proc.start()
+    print(f"moved by the previous release's grace race (excused): {raced}")
     for ip, node in placed.items():
         dark = series.longest_loss(ip)
         print(f"{ip} on {node}: longest dark time {dark * 1000:.0f} ms over the four roll-outs")
         assert dark <= MAX_OUTAGE, f"{ip} went dark for {dark:.2f}s"
-        assert series.answerers(ip) == [node]
-    assert placement(bed.kube.claims()) == placed
+        assert series.answerers(ip) == list(dict.fromkeys([node, *raced.get(ip, [])]))
+    expected = {ip: raced[ip][-1] if ip in raced else node for ip, node in placed.items()}
+    assert placement(bed.kube.claims()) == expected

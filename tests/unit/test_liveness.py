@@ -51,25 +51,65 @@ def test_dead_node_comes_back_on_change() -> None:
     assert lv.is_live("n1", 3.5)
 
 
-def test_restart_grace_holds_until_the_next_change() -> None:
+def test_a_restart_grace_holds_until_it_ends_or_runs_out() -> None:
     lv = Liveness(1.0)
     lv.observe("n1", 1, 0.0)
-    lv.observe("n1", 2, 0.5, grace=10.0)  # a controller stopping for a restart
+    lv.observe("n1", 2, 0.5)
+    lv.grant_grace("n1", 0.5, 10.0)  # a controller stopping for a restart
     witness(lv, 20.0)
     assert lv.is_live("n1", 10.4)
     assert not lv.is_live("n1", 10.5)  # it never came back: dead after the grace
     assert lv.next_death(5.0) == pytest.approx(10.5)
-    lv.observe("n1", 0, 11.0)  # the new process beats (the grace is gone with it)
+    lv.observe("n1", 0, 11.0)  # it answers again: live, judged by its signs of life
     assert lv.is_live("n1", 11.9)
     assert not lv.is_live("n1", 12.0)
 
 
+def test_a_late_reply_from_the_stopping_process_does_not_end_the_grace() -> None:
+    """The stopping controller answers a probe after its announcement was seen (the watch
+    event can beat the write's own response): the node must not be dead one timeout
+    later, mid-restart. Its successor's first heartbeat ends the grace."""
+    lv = Liveness(1.0)
+    lv.observe("n1", "reply-1", 0.0)
+    lv.grant_grace("n1", 0.1, 10.0)
+    lv.observe("n1", "reply-2", 0.15)  # late: the old responder was not closed yet
+    witness(lv, 20.0)
+    assert lv.is_live("n1", 1.2)
+    assert lv.is_live("n1", 9.0)
+    assert lv.next_death(1.2) == pytest.approx(10.1)
+    lv.observe("n1", "reply-3", 2.0)  # the new process answers ...
+    assert lv.end_grace("n1") is True  # ... and beats: from now its replies alone count
+    assert lv.end_grace("n1") is False
+    assert lv.is_live("n1", 2.9)
+    assert not lv.is_live("n1", 3.0)  # it died right after: one timeout, not the grace
+
+
+def test_a_fenced_reply_ends_a_restart_grace() -> None:
+    lv = Liveness(1.0)
+    lv.observe("n1", 1, 0.0)
+    lv.grant_grace("n1", 0.0, 10.0)
+    witness(lv, 3.0)
+    lv.fence("n1", 0.5)
+    assert not lv.is_live("n1", 0.5)
+    lv.observe("n1", 2, 1.0)  # unfenced again: the grace is not back with it
+    assert not lv.is_live("n1", 2.0)
+
+
 def test_a_grace_shorter_than_the_timeout_changes_nothing() -> None:
     lv = Liveness(1.0)
-    lv.observe("n1", 1, 0.0, grace=0.2)
+    lv.observe("n1", 1, 0.0)
+    lv.grant_grace("n1", 0.0, 0.2)
     witness(lv, 2.0)
     assert lv.is_live("n1", 0.9)
     assert not lv.is_live("n1", 1.0)
+
+
+def test_a_token_with_a_longer_timeout_of_its_own_is_judged_by_it() -> None:
+    lv = Liveness(1.0)
+    lv.observe("n1", ("heartbeat", 1), 0.0, timeout=3.0)  # an endpoint-less controller
+    witness(lv, 4.0)
+    assert lv.is_live("n1", 2.9)
+    assert not lv.is_live("n1", 3.0)
 
 
 def test_missing_heartbeat_still_times_out() -> None:

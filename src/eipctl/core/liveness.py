@@ -16,9 +16,11 @@ dead once it has shown no change for ``timeout``. The caller passes ``now`` (e.g
   is not live from that moment, without waiting for the timeout: its claims can move at once
   because nobody answers for them any more. Its next unflagged sign of life restores it.
 - A controller stopping cleanly for a restart announces a grace (``restartGraceSeconds`` on
-  its IpNode): until the next change, that node is judged against ``max(timeout, grace)``,
-  so a rolling update does not move its IPs. A controller that never comes back is dead
-  after the grace.
+  its IpNode): that node stays live until the grace ends (`grant_grace`), so a rolling
+  update does not move its IPs. Replies do not end it: the stopping process may answer a
+  probe or two after its announcement is seen, and a grace ended by such a reply would have
+  the node declared dead one timeout later, mid-restart. The new process's first heartbeat
+  ends it (`end_grace`). A controller that never comes back is dead after the grace.
 - Re-observing the same token (a relist replaying the cache) changes nothing.
 - The observer's own view must be current. A node is dead only if, besides its own silence,
   some other node changed at least ``timeout / 2`` after its last change. If the observer
@@ -38,7 +40,7 @@ dead once it has shown no change for ``timeout``. The caller passes ``now`` (e.g
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eipctl.core.outage import may_declare_deaths
 
@@ -54,6 +56,8 @@ class _Seen:
     changed_at: float
     timeout: float
     fenced: bool = False
+    grace_until: float = float("-inf")
+    """A restart grace: live until then whatever its silence (`Liveness.grant_grace`)."""
 
 
 @dataclass(frozen=True)
@@ -82,17 +86,34 @@ class Liveness:
         """`may_declare_deaths` as last counted, and when: counting is O(nodes), so it is
         counted at most every ``timeout / 8``; a stale answer lags by that at most."""
 
-    def observe(self, node: str, token: Hashable, now: float, grace: float = 0.0) -> bool:
+    def observe(self, node: str, token: Hashable, now: float, timeout: float = 0.0) -> bool:
         """Record that ``node`` showed ``token`` at ``now``; True if it changed.
 
-        A first observation counts as a change (see the module docstring). ``grace`` is the
-        restart grace the node announced with this token (0: none).
+        A first observation counts as a change (see the module docstring). ``timeout`` is
+        this token's own timeout when longer than ours (a heartbeat counter's). A restart
+        grace in force stays in force.
         """
         seen = self._seen.get(node)
         if seen is not None and seen.token == token:
             return False
-        self._seen[node] = _Seen(token, now, max(self.timeout, grace))
+        until = float("-inf") if seen is None else seen.grace_until
+        self._seen[node] = _Seen(token, now, max(self.timeout, timeout), grace_until=until)
         self._latest_change = max(self._latest_change, now)
+        return True
+
+    def grant_grace(self, node: str, now: float, seconds: float) -> None:
+        """``node`` is restarting and asked for ``seconds``: live until ``now + seconds``
+        unless it fences or the grace is ended sooner. A node not known yet is introduced."""
+        self.introduce(node, now)
+        self._seen[node] = replace(self._seen[node], grace_until=now + seconds)
+
+    def end_grace(self, node: str) -> bool:
+        """The restarted process wrote its first heartbeat: from now ``node`` is judged by
+        its signs of life alone. True if a grace was in force."""
+        seen = self._seen.get(node)
+        if seen is None or seen.grace_until == float("-inf"):
+            return False
+        self._seen[node] = replace(seen, grace_until=float("-inf"))
         return True
 
     def introduce(self, node: str, now: float) -> None:
@@ -102,7 +123,8 @@ class Liveness:
             self.observe(node, _INTRODUCED, now)
 
     def fence(self, node: str, now: float) -> None:
-        """``node`` says it fenced itself: not live from now until its next change."""
+        """``node`` says it fenced itself: not live from now until its next change (a restart
+        grace ends with it: the node holds nothing)."""
         seen = self._seen.get(node)
         if seen is None:
             self._seen[node] = _Seen(_INTRODUCED, now, self.timeout, fenced=True)
@@ -143,7 +165,7 @@ class Liveness:
         return seen is not None and not self._dead(node, seen, now)
 
     def _silent(self, seen: _Seen, now: float) -> bool:
-        return now - seen.changed_at >= seen.timeout
+        return now - seen.changed_at >= seen.timeout and now >= seen.grace_until
 
     def _dead(self, node: str, seen: _Seen, now: float) -> bool:
         if seen.fenced:
@@ -179,12 +201,9 @@ class Liveness:
 
     def next_death(self, now: float) -> float | None:
         """The earliest time after ``now`` at which a live node turns dead, if none changes."""
-        deadlines = [
-            s.changed_at + s.timeout
-            for s in self._seen.values()
-            if s.changed_at + s.timeout > now and not s.fenced
-        ]
-        return min(deadlines, default=None)
+        live = (s for s in self._seen.values() if not s.fenced)
+        deadlines = (max(s.changed_at + s.timeout, s.grace_until) for s in live)
+        return min((d for d in deadlines if d > now), default=None)
 
     def transitions(self, now: float) -> list[Transition]:
         """Nodes whose state changed since the previous call (new nodes report as live),

@@ -115,9 +115,14 @@ class NodeWatch:
             self._heartbeats[name] = heartbeat
             grace = ipnode.status.restart_grace if ipnode else 0.0
             if grace > 0:  # a controller stopping for a restart said so with this heartbeat
-                self.liveness.observe(name, ("grace", heartbeat), now, grace=grace)
+                self.liveness.observe(name, ("grace", heartbeat), now)
+                self.liveness.grant_grace(name, now, grace)
                 self._log.info("node.restart_grace", node=name, grace=grace)
-            elif endpoint is None and heartbeat is not None:
+            elif heartbeat is not None and self.liveness.end_grace(name):
+                # the restarted process's first beat; its stopping predecessor's late replies
+                # (after the grace was seen) ended nothing: docs/liveness.md "The judge"
+                self._log.info("node.restart_grace_ended", node=name)
+            if grace <= 0 and endpoint is None and heartbeat is not None:
                 # no liveness path (a controller from before it): its counter is its sign
                 self.liveness.observe(name, ("heartbeat", heartbeat), now, HEARTBEAT_TIMEOUT)
         relabelled = old is not None and labels_of(old) != labels_of(new)

@@ -158,6 +158,26 @@ def test_a_grace_counts_once_with_its_heartbeat_not_on_every_event() -> None:
     assert not bed.liveness.is_live("n1", 12.0)
 
 
+def test_the_stopping_process_answering_after_its_grace_moves_nothing() -> None:
+    """Seen in the upgrade story: the grace's watch event arrived, then one more reply from
+    the process still closing its socket; that reply used to end the grace, and the node
+    was declared dead one timeout later, mid-restart. Now the successor's first heartbeat
+    (which clears restartGraceSeconds) ends it, and from then its replies alone count."""
+    bed = Bed()
+    bed.witness(20.0)
+    bed.observe(None, ipnode(spec=ENDPOINT, heartbeat=6), at=0.0)
+    graced = ipnode(spec=ENDPOINT, heartbeat=7, restartGraceSeconds=10)
+    bed.observe(ipnode(spec=ENDPOINT, heartbeat=6), graced, at=1.0)
+    bed.heard("n1", 1.01)  # late: the old responder was not closed yet
+    assert bed.liveness.is_live("n1", 2.5)
+    assert bed.liveness.is_live("n1", 10.9)
+    bed.heard("n1", 4.0)  # the new process answers ...
+    assert bed.liveness.is_live("n1", 6.0)  # ... still in grace until it beats
+    bed.observe(graced, ipnode(spec=ENDPOINT, heartbeat=8), at=4.5)
+    assert bed.liveness.is_live("n1", 4.9)
+    assert not bed.liveness.is_live("n1", 5.0)  # silent since 4.0: one timeout, no grace
+
+
 def test_a_grace_that_is_no_number_is_none_the_node_timeout_holds() -> None:
     bed = Bed()
     bed.witness(2.0)
