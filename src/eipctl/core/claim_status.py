@@ -40,6 +40,8 @@ CONDITION_CLOUD: Final = "CloudAddress"
 REASON_PLACED: Final = "Placed"
 REASON_ALL_NODES: Final = "AllNodes"
 REASON_NO_LIVE_NODE: Final = "NoLiveNode"
+REASON_NO_LOCAL_ENDPOINT: Final = "NoLocalEndpoint"
+"""Unplaced: its Local Service has no ready endpoint on a live node (`core.local_endpoints`)."""
 
 
 def _now() -> datetime:
@@ -80,8 +82,11 @@ def _condition(
 
 
 # --- the scheduler ------------------------------------------------------------------------
-def scheduled_status(message: str, *, now: datetime | None = None) -> Mutation:
-    """Phase, boundNode and the Scheduled condition as spec.nodeName now says (see above)."""
+def scheduled_status(
+    message: str, *, now: datetime | None = None, unplaced_reason: str = REASON_NO_LIVE_NODE
+) -> Mutation:
+    """Phase, boundNode and the Scheduled condition as spec.nodeName now says (see above);
+    ``unplaced_reason`` is the condition's reason when the claim is on no node."""
 
     def mutate(obj: Obj) -> None:
         node = node_of(obj)
@@ -98,21 +103,21 @@ def scheduled_status(message: str, *, now: datetime | None = None) -> Mutation:
             scheduled = _condition(CONDITION_SCHEDULED, True, REASON_PLACED, message, now)
         else:
             _unbound(status, "Pending")
-            scheduled = _condition(CONDITION_SCHEDULED, False, REASON_NO_LIVE_NODE, message, now)
+            scheduled = _condition(CONDITION_SCHEDULED, False, unplaced_reason, message, now)
         put_condition(status, scheduled)
 
     return mutate
 
 
-def no_live_node_status(message: str, *, now: datetime | None = None) -> Mutation:
+def no_live_node_status(
+    message: str, *, now: datetime | None = None, reason: str = REASON_NO_LIVE_NODE
+) -> Mutation:
     """Report that the claim cannot be (re)placed; phase and node are left alone."""
 
     def mutate(obj: Obj) -> None:
         status = _status(obj)
         status.setdefault(PHASE, "Pending")
-        put_condition(
-            status, _condition(CONDITION_SCHEDULED, False, REASON_NO_LIVE_NODE, message, now)
-        )
+        put_condition(status, _condition(CONDITION_SCHEDULED, False, reason, message, now))
 
     return mutate
 

@@ -29,6 +29,12 @@ Rules (docs/design.md, "Flows", "Place"):
   its claims only while no other live node may take them (``no_live_node``). Its exclusion
   is the reason of the move (``NodeExcluded``, ``NodeTainted``, ``NodeCordoned``): a planned
   move, made before break by the controllers like every move.
+- A claim that serves a Service with ``externalTrafficPolicy: Local`` (``local``: the nodes
+  with its endpoints, `core.local_endpoints`) is placed only on a candidate with a ready
+  endpoint. On a node without one it moves (``NoLocalEndpoint``, planned: the old node is
+  live, so make before break) to a candidate with one; while no candidate has one it stays
+  on a node whose endpoints are still serving as they terminate, and otherwise is unplaced
+  (``unplace``: it keeps its IP, answered nowhere rather than dropped by a node).
 - No live candidate: the decision says so (``to_node == ""``, ``no_live_node``) and the claim
   is left where it is. A scheduler that lost its view of the nodes (no replies at all) sees
   every node dead; it must not strip every claim off its node because of that.
@@ -40,6 +46,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from eipctl.core.local_endpoints import EndpointNodes
 
 __all__ = [
     "ClaimPlacement",
@@ -96,6 +104,9 @@ class Reason(StrEnum):
     """The Node carries eipctl's taint eipctl.io/exclude-from-external-ips."""
     NODE_CORDONED = "NodeCordoned"
     """The Node is cordoned (spec.unschedulable) and the scheduler honours cordons."""
+    NO_LOCAL_ENDPOINT = "NoLocalEndpoint"
+    """A Local Service's claim on a node without a ready endpoint of it (or unplaced, and
+    no candidate has one)."""
 
     @property
     def planned(self) -> bool:
@@ -103,7 +114,9 @@ class Reason(StrEnum):
         return self in _PLANNED
 
 
-_PLANNED = frozenset({Reason.NODE_EXCLUDED, Reason.NODE_TAINTED, Reason.NODE_CORDONED})
+_PLANNED = frozenset(
+    {Reason.NODE_EXCLUDED, Reason.NODE_TAINTED, Reason.NODE_CORDONED, Reason.NO_LOCAL_ENDPOINT}
+)
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,8 @@ class ClaimPlacement:
     """``spec.nodeName``; empty: unplaced."""
     all_nodes: bool = False
     """Marked for policy ``all`` (held by every eligible node, ``node`` empty)."""
+    local: EndpointNodes | None = None
+    """Where its Local Service(s) have endpoints; None: no Local Service (any node does)."""
 
 
 @dataclass(frozen=True)
@@ -167,10 +182,13 @@ class Decision:
     to_node: str
     reason: Reason
     all_nodes: bool = False
+    unplace: bool = False
+    """Take the claim off ``from_node`` with no new node (a Local Service with no endpoint
+    anywhere): the claim keeps its IP and waits."""
 
     @property
     def no_live_node(self) -> bool:
-        return not self.to_node and not self.all_nodes
+        return not self.to_node and not self.all_nodes and not self.unplace
 
 
 @dataclass(frozen=True)
@@ -197,7 +215,25 @@ def why_move(claim: ClaimPlacement, cluster: Cluster, policy: Policy) -> Reason 
         return Reason.NODE_DEAD
     if claim.node not in cluster.selected(claim.pool):
         return Reason.NODE_INELIGIBLE
-    return cluster.excluded.get(claim.node)
+    excluded = cluster.excluded.get(claim.node)
+    if excluded is None and claim.local is not None and claim.node not in claim.local.ready:
+        return Reason.NO_LOCAL_ENDPOINT
+    return excluded
+
+
+def candidates_for(claim: ClaimPlacement, cluster: Cluster) -> frozenset[str]:
+    """Live nodes that may take ``claim``: its pool's candidates, and for a Local Service
+    only those with a ready endpoint."""
+    candidates = cluster.candidates(claim.pool)
+    return candidates if claim.local is None else candidates & claim.local.ready
+
+
+def _waits_where_it_answers(claim: ClaimPlacement, cluster: Cluster) -> bool:
+    """A Local claim with no target stays on a live node still serving it (terminating
+    endpoints): kube-proxy delivers there until they are gone."""
+    return (
+        claim.local is not None and claim.node in cluster.live and claim.local.answers(claim.node)
+    )
 
 
 def plan(
@@ -228,7 +264,7 @@ def plan(
         if (
             claim_policy is not Policy.ALL
             and claim.node in cluster.live
-            and not cluster.candidates(claim.pool)
+            and not candidates_for(claim, cluster)
         ):
             load[claim.node] += 1  # stuck where it is (no live candidate): still a load
     decisions: list[Decision] = []
@@ -236,9 +272,9 @@ def plan(
         if claim_policy is Policy.ALL:
             decisions.append(Decision(claim.name, claim.node, "", reason, all_nodes=True))
             continue
-        candidates = cluster.candidates(claim.pool)
+        candidates = candidates_for(claim, cluster)
         if not candidates:
-            decisions.append(Decision(claim.name, claim.node, "", reason))
+            decisions.append(_without_target(claim, cluster, reason))
             continue
         if claim_policy is Policy.SPREAD:
             target = _fewest(candidates, load, cursor)
@@ -258,6 +294,17 @@ def plan(
         ]
         decisions += _rebalance(staying, cluster, load, rebalance_moves)
     return PlacementPlan(tuple(decisions), cursor)
+
+
+def _without_target(claim: ClaimPlacement, cluster: Cluster, reason: Reason) -> Decision:
+    """No live candidate. A Local claim whose Service has live candidates but no endpoint on
+    any of them is taken off a node that drops its traffic (unless that node still serves
+    it); everything else is left as it is and reported."""
+    if claim.local is not None and cluster.candidates(claim.pool):
+        if not claim.node or _waits_where_it_answers(claim, cluster):
+            return Decision(claim.name, claim.node, "", Reason.NO_LOCAL_ENDPOINT)
+        return Decision(claim.name, claim.node, "", Reason.NO_LOCAL_ENDPOINT, unplace=True)
+    return Decision(claim.name, claim.node, "", reason)
 
 
 def _fewest(candidates: Iterable[str], load: Mapping[str, int], cursor: str) -> str:
@@ -311,7 +358,7 @@ def _best_move(
     for source in sources:
         for claim in by_node[source]:
             targets = [
-                n for n in cluster.candidates(claim.pool) if load.get(n, 0) <= load[source] - 2
+                n for n in candidates_for(claim, cluster) if load.get(n, 0) <= load[source] - 2
             ]
             if targets:
                 return claim, min(targets, key=lambda n: (load.get(n, 0), n))

@@ -63,6 +63,9 @@ NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
 SECRETS = ResourceRef("", "v1", "secrets", "Secret", namespaced=True)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+ENDPOINTSLICES = ResourceRef(
+    "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", namespaced=True
+)
 IPCLAIMS = ResourceRef("eipctl.io", "v1alpha1", "ipclaims", "IpClaim", namespaced=False)
 IPNODES = ResourceRef("eipctl.io", "v1alpha1", "ipnodes", "IpNode", namespaced=False)
 IPCLAIMPOOLS = ResourceRef("eipctl.io", "v1alpha1", "ipclaimpools", "IpClaimPool", namespaced=False)

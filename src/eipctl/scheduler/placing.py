@@ -35,7 +35,12 @@ from typing import Protocol
 
 import structlog
 
-from eipctl.core.claim_status import no_live_node_status, scheduled_status
+from eipctl.core.claim_status import (
+    REASON_NO_LIVE_NODE,
+    REASON_NO_LOCAL_ENDPOINT,
+    no_live_node_status,
+    scheduled_status,
+)
 from eipctl.core.claims import (
     is_all_nodes,
     is_bound_on,
@@ -46,6 +51,7 @@ from eipctl.core.claims import (
 from eipctl.core.eligibility import Exclusion, reason_text
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
+from eipctl.core.local_endpoints import no_endpoint_text
 from eipctl.core.placement import Decision, Policies, Policy, Reason, plan
 from eipctl.kube.client import IPCLAIMS
 from eipctl.kube.errors import NotFound
@@ -54,6 +60,7 @@ from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
 from eipctl.scheduler.claim_writes import Cache, ClaimWrites
 from eipctl.scheduler.claims import consistent, place, placement_of
+from eipctl.scheduler.local_traffic import LocalTraffic
 from eipctl.scheduler.metrics import (
     EXCLUDED_NODES,
     FAILOVER_SECONDS,
@@ -87,7 +94,15 @@ _EVENT: dict[Reason, tuple[EventType, str]] = {
     Reason.NODE_EXCLUDED: ("Normal", "NodeExcluded"),
     Reason.NODE_TAINTED: ("Normal", "NodeTainted"),
     Reason.NODE_CORDONED: ("Normal", "NodeCordoned"),
+    Reason.NO_LOCAL_ENDPOINT: ("Normal", "NoLocalEndpoint"),
 }
+_EVENT_UNPLACED: tuple[EventType, str] = ("Warning", REASON_NO_LOCAL_ENDPOINT)
+"""Taken off its node, to no other: a Local Service with no ready endpoint on a live node."""
+
+
+def _unplaceable_reason(d: Decision) -> str:
+    """The condition and Event reason of a claim that waits for a node."""
+    return REASON_NO_LOCAL_ENDPOINT if d.reason is Reason.NO_LOCAL_ENDPOINT else REASON_NO_LIVE_NODE
 
 
 PLANNED_IN_FLIGHT = 4
@@ -125,8 +140,11 @@ class Placer:
         dead_since: dict[str, float] | None = None,
         kube_nodes: Cache | None = None,
         exclude_cordoned: bool = False,
+        local: LocalTraffic | None = None,
     ) -> None:
         self.claims = claims
+        self.local = local
+        """Where Local Services' endpoints are (None: every claim is placed as Cluster)."""
         self.kube_nodes: Cache = kube_nodes if kube_nodes is not None else _NoNodes()
         """The core v1 Nodes (labels, taints, cordon: `core.eligibility`)."""
         self.exclude_cordoned = exclude_cordoned
@@ -200,6 +218,8 @@ class Placer:
         views = []
         for obj in objs:
             view = placement_of(obj)
+            if self.local is not None:
+                view = replace(view, local=self.local.of(obj))
             pending = self.writes.pending.get(view.name)
             if pending is not None and not pending.no_live_node:
                 view = replace(view, node=pending.to_node, all_nodes=pending.all_nodes)
@@ -210,7 +230,7 @@ class Placer:
         room = self._planned_room(started)
         held: list[str] = []
         for d in result.decisions:
-            if d.reason.planned and not d.no_live_node and d.claim not in self.writes.pending:
+            if d.reason.planned and d.to_node and d.claim not in self.writes.pending:
                 if room <= 0:
                     held.append(d.claim)
                     continue
@@ -262,7 +282,7 @@ class Placer:
                 why="claim changed since the decision; the next pass decides again",
             )
             return
-        if d.reason.planned:
+        if d.reason.planned and d.to_node:
             PLANNED_MOVES.labels(d.reason.value).inc()
             self._planned[d.claim] = (d.to_node, d.reason, self.clock())
             self.observe_claim(stored)  # the new node may have bound it already
@@ -270,14 +290,17 @@ class Placer:
         if since is not None:  # the move is written: that claim has failed over
             FAILOVER_SECONDS.observe(max(0.0, self.clock() - since))
         message = self._message(d, left_all=is_all_nodes(obj) and not d.all_nodes)
+        unplaced = REASON_NO_LOCAL_ENDPOINT if d.unplace else REASON_NO_LIVE_NODE
         try:
-            stored = await self.writer.update_status(IPCLAIMS, d.claim, scheduled_status(message))
+            stored = await self.writer.update_status(
+                IPCLAIMS, d.claim, scheduled_status(message, unplaced_reason=unplaced)
+            )
         except NotFound:
             return
         self.writes.remember(stored)
         PLACEMENTS.labels(d.reason.value).inc()
         told = self.services.placed(stored, d)
-        type_, reason = _EVENT[d.reason]
+        type_, reason = _EVENT_UNPLACED if d.unplace else _EVENT[d.reason]
         self.recorder.tell(
             reference(stored),
             type_,
@@ -335,12 +358,16 @@ class Placer:
             return "policy all: held by every node its pool admits"
         if d.reason is Reason.UNPLACED:
             return f"placed on {d.to_node}" + (" (no longer policy all)" if left_all else "")
+        if d.unplace:
+            left = no_endpoint_text(d.from_node)
+            return f"taken off {d.from_node}: {left}, and none on any live node"
         why = {
             Reason.NODE_DEAD: f"node {d.from_node} is dead (no liveness reply for "
             f"{self.liveness.timeout:g}s)",
             Reason.NODE_GONE: f"IpNode {d.from_node} is gone",
             Reason.NODE_INELIGIBLE: f"pool no longer admits node {d.from_node}",
             Reason.REBALANCE: "rebalancing after nodes joined",
+            Reason.NO_LOCAL_ENDPOINT: no_endpoint_text(d.from_node),
         }.get(d.reason)
         if why is None:
             why = (
@@ -352,6 +379,13 @@ class Placer:
 
     @staticmethod
     def _no_live_node_message(d: Decision) -> str:
+        if d.reason is Reason.NO_LOCAL_ENDPOINT:
+            where = (
+                f"still served by terminating endpoints on {d.from_node}"
+                if d.from_node
+                else "unplaced"
+            )
+            return f"no ready endpoint of its Local Service on any live node ({where})"
         if d.from_node:
             return f"no live eligible node to take it over from {d.from_node} ({d.reason.value})"
         return "no live eligible node"
@@ -362,14 +396,14 @@ class Placer:
         write task whose end woke the next pass (two waiting claims kept that going)."""
         status = copy.deepcopy(obj.get("status") or {})
         probe = {"status": status}
-        no_live_node_status(self._no_live_node_message(d))(probe)
+        no_live_node_status(self._no_live_node_message(d), reason=_unplaceable_reason(d))(probe)
         return probe["status"] == (obj.get("status") or {})
 
     async def _report_no_live_node(self, d: Decision, obj: Obj) -> None:
         message = self._no_live_node_message(d)
         try:
             stored = await self.writer.update_status(
-                IPCLAIMS, d.claim, no_live_node_status(message)
+                IPCLAIMS, d.claim, no_live_node_status(message, reason=_unplaceable_reason(d))
             )
         except NotFound:
             return
@@ -380,7 +414,7 @@ class Placer:
         self.recorder.tell(
             reference(stored),
             "Warning",
-            "NoLiveNode",
+            _unplaceable_reason(d),
             message,
             node=d.from_node or None,
             services=list(told) or None,

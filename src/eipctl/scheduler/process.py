@@ -22,7 +22,9 @@ from eipctl.core.eligibility import facts_of
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness, Transition
 from eipctl.core.liveness_wire import Flag, Keyring
+from eipctl.core.local_endpoints import is_local
 from eipctl.kube.client import (
+    ENDPOINTSLICES,
     IPCLAIMPOOLS,
     IPCLAIMS,
     IPNODES,
@@ -41,6 +43,7 @@ from eipctl.scheduler import claims as c
 from eipctl.scheduler import metrics
 from eipctl.scheduler.digests import NodeDigests
 from eipctl.scheduler.keys import Pass, SchedulerKey, ServiceIpKey
+from eipctl.scheduler.local_traffic import SERVICE_INDEX, LocalTraffic, slice_service
 from eipctl.scheduler.node_conditions import NodeConditions
 from eipctl.scheduler.node_eligibility import NodeEligibility
 from eipctl.scheduler.node_watch import NodeWatch
@@ -90,6 +93,9 @@ class Scheduler:
         self.services = m.informer(SERVICES)
         self.kube_nodes = m.informer(NODES)
         """The core v1 Nodes: the exclusion label, eipctl's taint, cordon (planned moves)."""
+        self.endpoint_slices = m.informer(ENDPOINTSLICES, indexers={SERVICE_INDEX: slice_service})
+        """Where externalTrafficPolicy: Local Services have endpoints (`local_traffic`)."""
+        self.local_traffic = LocalTraffic(self.services, self.endpoint_slices)
         self.liveness = Liveness(settings.node_timeout)
         self.prober: LivenessProber | None = None
         self.node_watch = NodeWatch(
@@ -124,6 +130,7 @@ class Scheduler:
         self.pools.add_change_handler(self._on_pool_change)
         self.services.add_change_handler(self._on_service_change)
         self.kube_nodes.add_change_handler(self._on_kube_node_change)
+        self.endpoint_slices.add_change_handler(self._on_slice_change)
         m.add_runnable("liveness-watcher", self.node_watch.run)
 
     def _set_targets(self, targets: dict[str, tuple[str, int]]) -> None:
@@ -183,6 +190,7 @@ class Scheduler:
             dead_since=self.dead_since,
             kube_nodes=self.kube_nodes,
             exclude_cordoned=s.exclude_cordoned_nodes,
+            local=self.local_traffic,
         )
         conditions = NodeConditions(self.nodes, self.liveness, term.writer, clock=self.now)
         eligibility = NodeEligibility(
@@ -295,3 +303,10 @@ class Scheduler:
         key = object_key(new or old or {})
         for name in self.index.update(key, new):
             self.manager.enqueue(ServiceIpKey(name))
+        if is_local(old or {}) != is_local(new or {}):  # its claims follow endpoints, or not
+            self.manager.enqueue(Pass.PLACE)
+
+    def _on_slice_change(self, old: Obj | None, new: Obj | None) -> None:
+        """A Local Service's endpoints changed: a pass (other slices' churn costs nothing)."""
+        if self.local_traffic.relevant(old, new):
+            self.manager.enqueue(Pass.PLACE)

@@ -8,6 +8,9 @@ claims and the scheduler's own claims for hand-set IPs both list theirs) gets on
 - ``IPMoved`` (Normal): ``203.0.113.4 now on node-2: node-1 lost (no liveness reply)``
 - ``NoLiveNode`` (Warning): ``203.0.113.4 cannot move: node-1 lost (no liveness reply), and
   no other live node may hold it``
+- ``NoLocalEndpoint`` (Warning): ``203.0.113.4 taken off node-1, waits: no ready endpoint on
+  any live node`` (an ``externalTrafficPolicy: Local`` Service; a move to a node with an
+  endpoint is an ``IPMoved``: ``... no ready endpoint on node-1 any more``)
 
 The wording is pure (`placement_event`, `no_live_node_event`). `ServiceEvents` only looks the
 Services up in the scheduler's Service cache, for the uid that `kubectl describe` matches
@@ -31,6 +34,7 @@ import structlog
 
 from eipctl.core.eligibility import Exclusion, reason_text
 from eipctl.core.fields import Obj, labels_of
+from eipctl.core.local_endpoints import no_endpoint_text
 from eipctl.core.naming import LABEL_POOL
 from eipctl.core.placement import Decision, Reason
 from eipctl.kube.events import EventType, reference
@@ -40,6 +44,7 @@ log = structlog.get_logger(__name__)
 REASON_PLACED: Final = "IPPlaced"
 REASON_MOVED: Final = "IPMoved"
 REASON_NO_LIVE_NODE: Final = "NoLiveNode"
+REASON_NO_LOCAL_ENDPOINT: Final = "NoLocalEndpoint"
 EVERY_NODE: Final = "every node its pool admits"
 
 
@@ -71,6 +76,8 @@ def why(d: Decision, pool: str | None) -> str:
         return f"moved off {gone} to even out the load"
     if d.reason is Reason.ALL_NODES:
         return f"policy all (was on {gone})"
+    if d.reason is Reason.NO_LOCAL_ENDPOINT:
+        return no_endpoint_text(gone)
     if d.reason.planned:
         return reason_text(gone, Exclusion(d.reason.value))
     return f"moved off {gone} ({d.reason.value})"
@@ -78,6 +85,8 @@ def why(d: Decision, pool: str | None) -> str:
 
 def placement_event(ip: str, d: Decision, pool: str | None = None) -> ServiceEvent:
     """The Event for a written placement: first placement, or a move and why."""
+    if d.unplace:
+        return no_local_endpoint_event(ip, d)
     where = EVERY_NODE if d.all_nodes else d.to_node
     if not d.from_node:
         suffix = " (policy all)" if d.all_nodes else ""
@@ -88,8 +97,22 @@ def placement_event(ip: str, d: Decision, pool: str | None = None) -> ServiceEve
     return ServiceEvent("Normal", REASON_MOVED, f"{ip} now on {where}: {why(d, pool)}")
 
 
+def no_local_endpoint_event(ip: str, d: Decision) -> ServiceEvent:
+    """A Local Service's IP with no ready endpoint on any live node: it waits, unplaced (or
+    stays where terminating endpoints still serve it)."""
+    if d.unplace:
+        message = f"{ip} taken off {d.from_node}, waits: no ready endpoint on any live node"
+    elif d.from_node:
+        message = f"{ip} stays on {d.from_node} while its endpoints there terminate: no ready one"
+    else:
+        message = f"{ip} waits for a ready endpoint on a live node"
+    return ServiceEvent("Warning", REASON_NO_LOCAL_ENDPOINT, message)
+
+
 def no_live_node_event(ip: str, d: Decision, pool: str | None = None) -> ServiceEvent:
     """The Event for a claim that needs a node and has none to go to."""
+    if d.reason is Reason.NO_LOCAL_ENDPOINT:
+        return no_local_endpoint_event(ip, d)
     if not d.from_node:
         message = f"{ip} waits for a node: no live node may hold it"
     else:

@@ -90,6 +90,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _core("serviceaccounts", "ServiceAccount", True, ("sa",)),
     _core("endpoints", "Endpoints", True, ("ep",)),
     _grp("coordination.k8s.io", "leases", "Lease", True),
+    _grp("discovery.k8s.io", "endpointslices", "EndpointSlice", True),
     _grp(
         "apiextensions.k8s.io",
         "customresourcedefinitions",

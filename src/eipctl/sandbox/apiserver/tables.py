@@ -206,6 +206,22 @@ _CORE: dict[tuple[str, str], list[tuple[Column, Callable[[Obj], Any]]]] = {
         (_col("Type"), lambda o: o.get("type", "Opaque")),
         (_col("Data", "integer"), lambda o: len(o.get("data") or {})),
     ],
+    ("discovery.k8s.io", "endpointslices"): [
+        (_col("AddressType"), lambda o: o.get("addressType", "")),
+        (
+            _col("Ports"),
+            lambda o: ",".join(str(p.get("port", "")) for p in o.get("ports") or []) or "<unset>",
+        ),
+        (
+            _col("Endpoints"),
+            lambda o: (
+                ",".join(
+                    a for e in o.get("endpoints") or [] for a in (e.get("addresses") or [])[:1]
+                )
+                or "<unset>"
+            ),
+        ),
+    ],
     ("coordination.k8s.io", "leases"): [
         (_col("Holder"), lambda o: (o.get("spec") or {}).get("holderIdentity", "")),
     ],
