@@ -134,3 +134,36 @@ def test_a_plan_written_is_stable(claims: list[ClaimPlacement], live: set[str]) 
         for x in claims
     ]
     assert plan(after, c, Policy.SPREAD).moves == ()
+
+
+# ---------------------------------------------------------------- a flapping node (hold-down)
+
+
+def held(live: tuple[str, ...] = NODES, held_down: tuple[str, ...] = ("n1",)) -> Cluster:
+    return Cluster(known=frozenset(NODES), live=frozenset(live), held_down=frozenset(held_down))
+
+
+def test_a_node_back_from_the_dead_gets_no_new_claim_while_another_may_take_it() -> None:
+    result = plan([ClaimPlacement(f"c{i}") for i in range(6)], held(), Policy.SPREAD)
+    assert "n1" not in {d.to_node for d in result.decisions}
+    dead = plan([ClaimPlacement("c", node="n2")], held(live=("n1", "n3")), Policy.SPREAD)
+    assert dead.decisions[0].to_node == "n3"
+
+
+def test_a_held_down_node_keeps_what_it_has_and_is_the_last_resort() -> None:
+    assert plan([ClaimPlacement("c", node="n1")], held(), Policy.SPREAD).decisions == ()
+    only = plan([ClaimPlacement("c", node="n2")], held(live=("n1",)), Policy.SPREAD)
+    assert only.decisions[0].to_node == "n1"  # better held there than nowhere
+    pod_there = plan([local("c", "", "n1")], held(), Policy.SPREAD)
+    assert pod_there.decisions[0].to_node == "n1"  # a Local Service's only endpoint
+
+
+@given(st.lists(st.sampled_from(["", *NODES]), max_size=10), st.sets(NODE), st.sets(NODE))
+def test_a_held_down_node_is_a_target_only_when_nothing_else_is(
+    nodes: list[str], live: set[str], held_down: set[str]
+) -> None:
+    claims = [ClaimPlacement(f"c{i:02d}", node=n) for i, n in enumerate(nodes)]
+    c = Cluster(known=frozenset(NODES), live=frozenset(live), held_down=frozenset(held_down))
+    for d in plan(claims, c, Policy.SPREAD).decisions:
+        if d.to_node in held_down:
+            assert live <= held_down

@@ -35,6 +35,9 @@ Rules (docs/design.md, "Flows", "Place"):
   live, so make before break) to a candidate with one; while no candidate has one it stays
   on a node whose endpoints are still serving as they terminate, and otherwise is unplaced
   (``unplace``: it keeps its IP, answered nowhere rather than dropped by a node).
+- A node held down (``Cluster.held_down``: declared dead, live again only a moment ago) is a
+  target only when no other candidate is left, so a flapping node does not collect claims
+  only to drop them again; a claim already on it stays.
 - No live candidate: the decision says so (``to_node == ""``, ``no_live_node``) and the claim
   is left where it is. A scheduler that lost its view of the nodes (no replies at all) sees
   every node dead; it must not strip every claim off its node because of that.
@@ -150,6 +153,9 @@ class Cluster:
     stale: frozenset[str] = frozenset()
     """Live nodes whose controllers cannot see the API (their replies say API_STALE): they
     keep what they hold, but take nothing new, which they could not learn of."""
+    held_down: frozenset[str] = frozenset()
+    """Live nodes that were dead a moment ago (a flapping node): a target only when no other
+    candidate is left."""
 
     def selected(self, pool: str | None) -> frozenset[str]:
         """Known nodes the pool's nodeSelector admits (exclusions not applied)."""
@@ -225,7 +231,11 @@ def candidates_for(claim: ClaimPlacement, cluster: Cluster) -> frozenset[str]:
     """Live nodes that may take ``claim``: its pool's candidates, and for a Local Service
     only those with a ready endpoint."""
     candidates = cluster.candidates(claim.pool)
-    return candidates if claim.local is None else candidates & claim.local.ready
+    if claim.local is not None:
+        candidates &= claim.local.ready
+    if not cluster.held_down:
+        return candidates
+    return candidates - cluster.held_down or candidates
 
 
 def _waits_where_it_answers(claim: ClaimPlacement, cluster: Cluster) -> bool:

@@ -123,6 +123,12 @@ class SchedulerSettings(LeaderSettings, CommonSettings):
     orphan_grace_period: float = setting(
         "30s", parse_duration, "delete a claim no Service references only after this long"
     )
+    node_hold_down: float = setting(
+        "10s",
+        parse_duration,
+        "a node declared dead and live again gets new claims only when no other node may take "
+        "them, for this long (a flapping node; 0: off; docs/scheduler.md)",
+    )
     rebalance: bool = setting("false", parse_bool, "even out claims after nodes join")
     rebalance_interval: float = setting(
         "30s", positive_duration, "how often rebalancing may move claims"

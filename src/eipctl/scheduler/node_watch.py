@@ -61,6 +61,8 @@ class NodeWatch:
         """Told of the transitions `run` finds (the leader's Live conditions), before `kick`."""
         self.dead_since: dict[str, float] = {}
         """When this replica declared each dead node dead (failover duration starts there)."""
+        self.returned_at: dict[str, float] = {}
+        """When each node declared dead was live again (the placement's hold-down)."""
         self._targets: dict[str, tuple[str, int]] = {}
         self._heartbeats: dict[str, int | None] = {}
         """Last API heartbeat counter seen per node: a restart grace counts once, with it."""
@@ -95,6 +97,7 @@ class NodeWatch:
         if new is None:
             self.liveness.forget(name)
             self.dead_since.pop(name, None)
+            self.returned_at.pop(name, None)
             self._heartbeats.pop(name, None)
             if self._targets.pop(name, None) is not None:
                 self.set_targets(dict(self._targets))
@@ -154,7 +157,8 @@ class NodeWatch:
             changes = self.liveness.transitions(now)
             for t in changes:
                 if t.live:
-                    self.dead_since.pop(t.node, None)
+                    if self.dead_since.pop(t.node, None) is not None:
+                        self.returned_at[t.node] = now
                 else:
                     self.dead_since.setdefault(t.node, now)
                 silence = self.liveness.silence(t.node, now)
@@ -170,6 +174,7 @@ class NodeWatch:
                     self._log.info("node.dead", **seen)
             for node in [n for n in self.dead_since if self.liveness.is_live(n, now)]:
                 del self.dead_since[node]  # e.g. a pass saw it dead, then it replied again
+                self.returned_at[node] = now
             if changes:
                 if self.on_transitions is not None:
                     self.on_transitions(changes)

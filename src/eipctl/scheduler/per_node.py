@@ -7,16 +7,25 @@ policy no per-node claims should exist; only those the scheduler made
 (``eipctl.io/origin: all-nodes``) are ever removed, and those of a claim leaving policy
 ``all`` only once it is placed on one node: until then they are *kept* on the nodes its pool
 admits (make before break; the caller says which claims are not placed yet).
+
+A claim serving a Service with ``externalTrafficPolicy: Local`` (``local_of``) has copies only
+on the admitted nodes where kube-proxy delivers its traffic: those with a ready endpoint, or
+with endpoints still serving as they terminate. kube-proxy drops it everywhere else, so a
+route or an answer from there would be a black hole; as endpoints come and go, copies (and
+with them the nodes' addresses and BGP routes) are created and deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from eipctl.core.claims import is_per_node_copy, per_node_claim, pool_of
 from eipctl.core.fields import Obj, name_of
+from eipctl.core.local_endpoints import EndpointNodes
 from eipctl.core.placement import Cluster, Decision
+
+LocalOf = Callable[[Obj], EndpointNodes | None]
 
 
 @dataclass(frozen=True)
@@ -32,17 +41,23 @@ def per_node_changes(
     existing: Mapping[str, Obj],
     cluster: Cluster,
     unplaced: Iterable[Obj] = (),
+    local_of: LocalOf | None = None,
 ) -> PerNodeChanges:
     """Creates and deletes that make the per-node claims match ``all_nodes_claims``.
 
     ``all_nodes_claims``: the IPs' own claims whose policy is ``all`` (marked or about to
     be); ``existing``: the per-node claims by name; ``unplaced``: claims of other policies
     not placed on a node yet (or whose placement is still being written): their copies on
-    nodes their pool admits stay.
+    nodes their pool admits stay. ``local_of``: where a claim's Local Services are answered
+    (None for a claim without one).
     """
     desired: dict[str, Obj] = {}
     for claim in all_nodes_claims:
-        for node in sorted(cluster.admits(pool_of(claim) or None)):
+        nodes = cluster.admits(pool_of(claim) or None)
+        local = local_of(claim) if local_of is not None else None
+        if local is not None:
+            nodes = nodes & (local.ready | local.terminating)
+        for node in sorted(nodes):
             body = per_node_claim(claim, node)
             if body is not None:
                 desired[body["metadata"]["name"]] = body

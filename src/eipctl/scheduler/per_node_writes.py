@@ -19,7 +19,7 @@ from eipctl.kube.events import Tells
 from eipctl.kube.writer import SerializedWriter
 from eipctl.scheduler.claim_writes import ClaimWrites
 from eipctl.scheduler.metrics import PLACEMENTS
-from eipctl.scheduler.per_node import per_node_changes
+from eipctl.scheduler.per_node import LocalOf, per_node_changes
 
 log = structlog.get_logger(__name__)
 
@@ -27,7 +27,15 @@ log = structlog.get_logger(__name__)
 class PerNodeCopies:
     """Creates and deletes per-node claims, each write through the term's `ClaimWrites`."""
 
-    def __init__(self, writes: ClaimWrites, writer: SerializedWriter, recorder: Tells) -> None:
+    def __init__(
+        self,
+        writes: ClaimWrites,
+        writer: SerializedWriter,
+        recorder: Tells,
+        local_of: LocalOf | None = None,
+    ) -> None:
+        self.local_of = local_of
+        """Where a claim's Local Services are answered (`local_traffic.LocalTraffic.of`)."""
         self.writes = writes
         self.writer = writer
         self.recorder = recorder
@@ -50,7 +58,7 @@ class PerNodeCopies:
                 unplaced.append(o)
             elif not node_of(o):
                 unplaced.append(o)  # its copies, if it has any, hold the IP meanwhile
-        changes = per_node_changes(marked, per_node, cluster, unplaced)
+        changes = per_node_changes(marked, per_node, cluster, unplaced, self.local_of)
         for body in changes.create:
             name = name_of(body)
             if name not in pending:

@@ -29,7 +29,7 @@ A pool that changes policy at runtime is converged make before break:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -141,7 +141,14 @@ class Placer:
         kube_nodes: Cache | None = None,
         exclude_cordoned: bool = False,
         local: LocalTraffic | None = None,
+        returned_at: Mapping[str, float] | None = None,
+        hold_down: float = 0.0,
     ) -> None:
+        self.returned_at: Mapping[str, float] = returned_at if returned_at is not None else {}
+        """node -> when it was live again after being declared dead (`NodeWatch`)."""
+        self.hold_down = hold_down
+        """--node-hold-down: so long after its return a node takes claims only as a last
+        resort."""
         self.claims = claims
         self.local = local
         """Where Local Services' endpoints are (None: every claim is placed as Cluster)."""
@@ -174,7 +181,9 @@ class Placer:
         """Completed passes (tests and debugging)."""
         self._pool_views = PoolViews()
         self.writes = ClaimWrites(claims, kick)
-        self.copies = PerNodeCopies(self.writes, writer, recorder)
+        self.copies = PerNodeCopies(
+            self.writes, writer, recorder, local.of if local is not None else None
+        )
 
     def is_echo(self, obj: Obj) -> bool:
         """True if ``obj`` is what our own write stored (no new pass needed for it)."""
@@ -214,6 +223,9 @@ class Placer:
             self.liveness.live(started),
             self.excluded,
             stale=self.liveness.api_stale(),
+            held_down=frozenset(
+                n for n, at in self.returned_at.items() if started - at < self.hold_down
+            ),
         )
         views = []
         for obj in objs:

@@ -191,6 +191,8 @@ class Scheduler:
             kube_nodes=self.kube_nodes,
             exclude_cordoned=s.exclude_cordoned_nodes,
             local=self.local_traffic,
+            returned_at=self.node_watch.returned_at,
+            hold_down=s.node_hold_down,
         )
         conditions = NodeConditions(self.nodes, self.liveness, term.writer, clock=self.now)
         eligibility = NodeEligibility(

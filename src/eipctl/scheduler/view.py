@@ -172,7 +172,9 @@ def cluster_for(
     pools: Mapping[str, PoolView],
     live: frozenset[str],
     excluded: Mapping[str, Exclusion] | None = None,
+    *,
     stale: frozenset[str] = frozenset(),
+    held_down: frozenset[str] = frozenset(),
 ) -> Cluster:
     """`core.placement.Cluster` from IpNode objects, pool views, the live node names, the
     excluded nodes (`exclusions`) and the live nodes that cannot see the API."""
@@ -188,5 +190,10 @@ def cluster_for(
     }
     out = {n: EXCLUSION_REASONS[why] for n, why in (excluded or {}).items() if n in known}
     return Cluster(
-        known=known, live=live & known, eligible=eligible, excluded=out, stale=stale & known
+        known=known,
+        live=live & known,
+        eligible=eligible,
+        excluded=out,
+        stale=stale & known,
+        held_down=held_down & known,
     )

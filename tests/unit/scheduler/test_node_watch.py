@@ -232,3 +232,29 @@ async def test_replies_queued_at_the_socket_are_read_before_the_judge_looks(
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert bed.liveness.is_live("n1", bed.now) is drains
+
+
+async def judge_once(bed: Bed) -> None:
+    """One look of the judge (`NodeWatch.run`) at the bed's clock."""
+    task = asyncio.create_task(bed.watch.run())
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_a_node_declared_dead_and_heard_again_is_marked_returned() -> None:
+    """`returned_at` feeds the placement's hold-down (a flapping node); a node seen for the
+    first time, or live all along, is not returned."""
+    bed = Bed()
+    bed.observe(None, ipnode(spec=ENDPOINT), at=0.0)
+    bed.observe(None, ipnode("w", spec=ENDPOINT), at=0.0)
+    bed.witness(until=1.5)
+    await judge_once(bed)
+    assert "n1" in bed.watch.dead_since and bed.watch.returned_at == {}
+    bed.heard("n1", 2.2)
+    await judge_once(bed)
+    assert bed.watch.returned_at == {"n1": 2.2}
+    assert "n1" not in bed.watch.dead_since
+    bed.observe(ipnode(spec=ENDPOINT), None, at=2.3)  # deleted: forgotten
+    assert bed.watch.returned_at == {}

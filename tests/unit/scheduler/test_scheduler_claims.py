@@ -96,3 +96,23 @@ def test_per_node_changes() -> None:
     assert sorted(name_of(o) for o in gone.delete) == ["198-51-100-7.n1", "198-51-100-7.n2"]
     assert is_node_bound(handmade)
     assert not is_node_bound(base)
+
+
+def test_per_node_copies_of_a_local_service_only_where_kube_proxy_delivers() -> None:
+    from eipctl.core.local_endpoints import EndpointNodes
+    from eipctl.core.placement import Cluster
+    from eipctl.scheduler.per_node import per_node_changes
+
+    base = claim()
+    base["metadata"]["uid"] = "u1"
+    snapshot = Cluster(known=frozenset({"n1", "n2", "n3"}), live=frozenset({"n1", "n2"}))
+    pods = EndpointNodes(frozenset({"n1"}), frozenset({"n3"}))  # n3: terminating, serving
+    first = per_node_changes([base], {}, snapshot, local_of=lambda _: pods)
+    assert [name_of(b) for b in first.create] == ["198-51-100-7.n1", "198-51-100-7.n3"]
+    made = {name_of(b): b for b in first.create}
+    moved = EndpointNodes(frozenset({"n2"}))  # the pods moved to n2
+    after = per_node_changes([base], made, snapshot, local_of=lambda _: moved)
+    assert [name_of(b) for b in after.create] == ["198-51-100-7.n2"]
+    assert sorted(name_of(o) for o in after.delete) == ["198-51-100-7.n1", "198-51-100-7.n3"]
+    everywhere = per_node_changes([base], {}, snapshot, local_of=lambda _: None)
+    assert len(everywhere.create) == 3  # no Local Service: every admitted node

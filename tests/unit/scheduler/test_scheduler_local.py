@@ -174,3 +174,25 @@ async def test_an_ip_shared_by_two_local_services_goes_where_both_have_endpoints
     add_claim(srv, ["default/api", "default/web"])
     async with scheduler(kubeconfig, node_timeout=5.0):
         await eventually(lambda: node_of_ip(srv) == "node-1", what="where both have one")
+
+
+async def test_policy_all_keeps_copies_only_on_nodes_with_endpoints(
+    srv: ApiServer, kubeconfig: Path, nodes: SimNodes
+) -> None:
+    """Policy all (BGP, every node announcing) with a Local Service: per-node claims (and so
+    addresses and routes) only where kube-proxy delivers, following the endpoints."""
+    local_service_on(srv, nodes, "node-0")
+
+    def copies() -> set[str]:
+        return {
+            (c["spec"] or {}).get("nodeName", "")
+            for c in srv.store.list(GROUP, "ipclaims")
+            if c["metadata"]["name"].startswith(f"{NAME}.")
+        }
+
+    async with scheduler(kubeconfig, node_timeout=5.0, policy="all"):
+        await eventually(lambda: copies() == {"node-0"}, what="a copy where the pod is")
+        endpoints(srv, "web", "node-1", "node-2")  # scaled out, off node-0
+        await eventually(lambda: copies() == {"node-1", "node-2"}, what="copies followed")
+        endpoints(srv, "web")
+        await eventually(lambda: copies() == set(), what="none left without endpoints")
