@@ -220,6 +220,28 @@ def test_sandbox_failover_story(sandbox: Sandbox) -> None:
         assert "--- start 1:" in (box.state_dir / name).read_text()
 
 
+@pytest.mark.parametrize("sandbox", [pytest.param([], id="memory")], indirect=True)
+def test_a_local_services_ip_follows_its_pod_in_the_sandbox(sandbox: Sandbox) -> None:
+    box = sandbox
+    until(box.kubeconfig.exists, "the kubeconfig", timeout=60)
+    until(lambda: all_bound_on_nodes(box), "every demo Service Bound", timeout=60)
+    made = box.eipctl("move-endpoint", "node-2")
+    assert made.returncode == 0, made.stderr
+    assert "demo-local (externalTrafficPolicy: Local) created, its pod on node-2" in made.stdout
+
+    def local_ip_on(node: str) -> bool:
+        svc = box.kubectl_json("get", "service", "demo-local")
+        ips = (svc.get("spec") or {}).get("externalIPs") or []
+        return bool(ips) and box.placement().get(ips[0]) == node
+
+    until(lambda: local_ip_on("node-2"), "demo-local's IP Bound on node-2", timeout=30)
+    moved = box.eipctl("move-endpoint", "node-3")
+    assert moved.returncode == 0 and "pod moved to node-3" in moved.stdout, moved.stderr
+    until(lambda: local_ip_on("node-3"), "demo-local's IP followed to node-3", timeout=30)
+    nowhere = box.eipctl("move-endpoint", "node-9")
+    assert nowhere.returncode != 0 and "no node 'node-9'" in nowhere.stderr
+
+
 def test_sigterm_stops_a_sandbox_cleanly(tmp_path: Path) -> None:
     state = tmp_path / "state"
     out_path = tmp_path / "out"

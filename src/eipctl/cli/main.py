@@ -85,12 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
         "sandbox",
         help="run everything on this machine: API emulator, processes, simulated nodes",
         description="Run eipctl end to end on one machine. `eipctl sandbox kill-node NAME` and "
-        "`eipctl sandbox revive-node NAME` act on a running sandbox from another terminal.",
+        "`eipctl sandbox revive-node NAME` act on a running sandbox from another terminal; "
+        "`eipctl sandbox move-endpoint NAME` puts the pod of a Service with "
+        "externalTrafficPolicy: Local on node NAME (its IP follows).",
     )
     sandbox.add_argument(
-        "action", nargs="?", default="run", choices=("run", "kill-node", "revive-node", "status")
+        "action",
+        nargs="?",
+        default="run",
+        choices=("run", "kill-node", "revive-node", "move-endpoint", "status"),
     )
-    sandbox.add_argument("node", nargs="?", help="node name for kill-node / revive-node")
+    sandbox.add_argument(
+        "node", nargs="?", help="node name for kill-node / revive-node / move-endpoint"
+    )
     add_flags(sandbox, flag_specs(SandboxSettings))
     subparsers.add_parser("version", help="print the version")
     return parser

@@ -79,7 +79,11 @@ def node_object(name: str) -> Obj:
 
 
 def demo_service(index: int) -> Obj:
-    name = f"{DEMO_PREFIX}{index}"
+    return _auto_service(f"{DEMO_PREFIX}{index}", {"type": "ClusterIP"})
+
+
+def _auto_service(name: str, spec: Obj) -> Obj:
+    """A Service annotated external-ip: auto, selecting pods labelled app=<name>."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -90,11 +94,57 @@ def demo_service(index: int) -> Obj:
             "annotations": {ANNOTATION_EXTERNAL_IP: AUTO},
         },
         "spec": {
-            "type": "ClusterIP",
+            **spec,
             "selector": {"app": name},
             "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}],
         },
     }
+
+
+LOCAL_DEMO = "demo-local"
+"""The Service `eipctl sandbox move-endpoint NODE` makes and moves: externalTrafficPolicy Local,
+so its IP follows its one endpoint (docs/scheduler.md "Local Services")."""
+
+
+def local_demo_service() -> Obj:
+    return _auto_service(LOCAL_DEMO, {"type": "NodePort", "externalTrafficPolicy": "Local"})
+
+
+def local_demo_slice(node: str) -> Obj:
+    """Its EndpointSlice as the EndpointSlice controller writes it for one ready pod on
+    ``node`` (the sandbox has no kube-controller-manager)."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{LOCAL_DEMO}-pod",
+            "namespace": DEMO_NAMESPACE,
+            "labels": {"kubernetes.io/service-name": LOCAL_DEMO},
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": [
+            {"addresses": ["10.244.0.10"], "nodeName": node, "conditions": {"ready": True}}
+        ],
+    }
+
+
+def move_local_endpoint(server: ApiServer, node: str) -> bool:
+    """Put the Local demo Service's pod on ``node`` (making the Service first if there is
+    none); True if the Service was made now."""
+    store = server.store
+    made = store.find("", "services", LOCAL_DEMO, DEMO_NAMESPACE) is None
+    if made:
+        store.create("", "services", local_demo_service(), DEMO_NAMESPACE)
+    body = local_demo_slice(node)
+    current = store.find("discovery.k8s.io", "endpointslices", f"{LOCAL_DEMO}-pod", DEMO_NAMESPACE)
+    if current is None:
+        store.create("discovery.k8s.io", "endpointslices", body, DEMO_NAMESPACE)
+    else:
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        store.update("discovery.k8s.io", "endpointslices", body)
+    log.info("sandbox.endpoint_moved", service=LOCAL_DEMO, node=node, service_made=made)
+    return made
 
 
 def install_crds(server: ApiServer) -> list[str]:

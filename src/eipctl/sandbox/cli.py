@@ -1,4 +1,4 @@
-"""`eipctl sandbox [run|kill-node|revive-node|status] [NODE]`.
+"""`eipctl sandbox [run|kill-node|revive-node|move-endpoint|status] [NODE]`.
 
 `run` boots the sandbox and shows the live table until Ctrl-C, SIGTERM or --duration; the
 other actions talk to a running sandbox through the control socket in --state-dir.
@@ -42,7 +42,7 @@ def main(action: str, node: str | None, settings: SandboxSettings) -> int:
         if node:
             return _usage(f"`run` takes no node name (got {node!r})")
         return run(settings)
-    if action in ("kill-node", "revive-node"):
+    if action in ("kill-node", "revive-node", "move-endpoint"):
         if not node:
             return _usage(f"{action} needs a node name, e.g. `eipctl sandbox {action} node-1`")
         return _control(settings, {"action": action, "node": node})

@@ -29,7 +29,7 @@ from eipctl.kube.client import IPCLAIMS, IPNODES, SERVICES, KubeApi, connect
 from eipctl.kube.errors import ApiError
 from eipctl.runtime.config import SandboxSettings
 from eipctl.sandbox.apiserver import ApiServer
-from eipctl.sandbox.boot import NODE_PREFIX, node_names, seed
+from eipctl.sandbox.boot import LOCAL_DEMO, NODE_PREFIX, move_local_endpoint, node_names, seed
 from eipctl.sandbox.children import Child, Children, component_argv
 from eipctl.sandbox.control import ControlServer, Reply, Request
 from eipctl.sandbox.netns import NetnsFleet, write_node_kubeconfig
@@ -197,6 +197,7 @@ class Sandbox:
             f"pool {self.settings.pool_cidr}, logs in {self.state_dir}",
             f"  try: kubectl --kubeconfig {self._kubeconfig_out} get ipclaims",
             f"       eipctl sandbox kill-node NODE{self._state_flag()}  (or revive-node)",
+            f"       eipctl sandbox move-endpoint NODE{self._state_flag()}  (a Local Service)",
             "  keys: 1-9 kill or revive node-1..9, q stops" if keys else "  Ctrl-C stops",
             "",
         ]
@@ -329,6 +330,8 @@ class Sandbox:
         action = req.get("action")
         if action == "status":
             return {"ok": True, "message": "\n".join(await self.status_lines())}
+        if action == "move-endpoint":
+            return self._move_endpoint(str(req.get("node") or ""))
         if action not in ("kill-node", "revive-node"):
             return {"ok": False, "message": f"unknown action {action!r}"}
         try:
@@ -344,6 +347,22 @@ class Sandbox:
                 message = f"{node.name} revived: controller started, answering probes again"
         except NodeError as exc:
             return {"ok": False, "message": str(exc)}
+        self.view.message(f"[{time.monotonic() - self.started:6.1f}s] {message}")
+        return {"ok": True, "message": message}
+
+    def _move_endpoint(self, name: str) -> Reply:
+        """The Local demo Service's pod now runs on node ``name``: its IP follows."""
+        if name not in self.fleet.nodes:
+            return {
+                "ok": False,
+                "message": f"no node {name!r} (nodes: {', '.join(self.fleet.nodes)})",
+            }
+        made = move_local_endpoint(self.server, name)
+        message = (
+            f"{LOCAL_DEMO} (externalTrafficPolicy: Local) "
+            + ("created, its pod on " if made else "pod moved to ")
+            + f"{name}: its IP follows (kubectl get ipclaims)"
+        )
         self.view.message(f"[{time.monotonic() - self.started:6.1f}s] {message}")
         return {"ok": True, "message": message}
 
