@@ -147,6 +147,26 @@ def test_policy_all_spreads_connections_over_every_node_by_ecmp(bed: LocalBed) -
     assert set(answers) == set(nodes), answers
 
 
+def test_policy_all_with_a_local_service_routes_only_via_nodes_with_its_pods(
+    bed: LocalBed,
+) -> None:
+    """externalTrafficPolicy: Local drops traffic on nodes without a pod of the Service, so
+    only those nodes may announce it: the router's ECMP group follows the pods ([local])."""
+    assert bed.router is not None and bed.router.far_client is not None
+    ip = service_ip(bed, "bgp-local", "bgp-all")
+    nodes = bed.node_names
+    bed.router.wait_routes(ip, next_hops(bed, nodes), timeout=15)
+    bed.kube.put_endpoints("bgp-local", nodes[1:])
+    bed.kube.make_local("bgp-local")
+    took = bed.router.wait_routes(ip, next_hops(bed, nodes[1:]), timeout=15)
+    print(f"\nroutes only via {nodes[1:]} within {took:.2f}s")
+    answers = bed.router.far_client.spread(ip, count=30)
+    assert set(answers) == set(nodes[1:]), answers
+    bed.kube.put_endpoints("bgp-local", nodes[:1])  # the pods moved to the first node
+    bed.router.wait_routes(ip, next_hops(bed, nodes[:1]), timeout=15)
+    assert bed.router.far_client.ask(ip) == nodes[0]
+
+
 def test_a_killed_node_s_traffic_moves_to_another_node(bed: LocalBed) -> None:
     """Policy spread: the router drops the dead node's route when BFD gives up on its
     session; the scheduler moves the claim, the new holder's FRR announces it."""

@@ -9,7 +9,6 @@ bed's nodes answer with their own name, so each answer says where the IP is.
 
 from __future__ import annotations
 
-import json
 import time
 
 from eipctl.sandbox.testbed import LocalBed, wait_for
@@ -28,24 +27,8 @@ ANNOUNCED = 2.5
 
 
 def pod_on(bed: LocalBed, service: str, *nodes: str) -> None:
-    """The Service's EndpointSlice as the EndpointSlice controller writes it: one ready
-    endpoint per node in `nodes` (none: scaled to zero)."""
-    body = {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service}-local",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": service},
-        },
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-        "endpoints": [
-            {"addresses": [f"10.244.{i}.7"], "nodeName": n, "conditions": {"ready": True}}
-            for i, n in enumerate(nodes)
-        ],
-    }
-    bed.kube.kubectl("apply", "-f", "-", stdin=json.dumps(body))
+    """The pod(s) of `service` now run on `nodes` (its EndpointSlice, applied with kubectl)."""
+    bed.kube.put_endpoints(service, list(nodes))
 
 
 def scheduled(bed: LocalBed, ip: str) -> tuple[str, str]:
@@ -66,10 +49,8 @@ def test_a_local_services_ip_is_where_its_pod_is_and_follows_it_without_a_gap(
     pod = next(n for n in bed.node_names if n != first)  # the pod runs elsewhere
     pod_on(bed, "local-web", pod)
     listed = bed.kube.kubectl("get", "endpointslices")  # kubectl's own columns
-    assert "local-web-local" in listed and "IPv4" in listed and "10.244.0.7" in listed
-    bed.kube.kubectl(
-        "patch", "service", "local-web", "-p", '{"spec":{"externalTrafficPolicy":"Local"}}'
-    )
+    assert "local-web-pods" in listed and "IPv4" in listed and "10.244.0.7" in listed
+    bed.kube.make_local("local-web")
     wait_for(lambda: placement(bed.kube.claims()).get(ip) == pod, 15, what="moved to the pod")
     wait_answered_by(bed, {ip: pod})
     time.sleep(ANNOUNCED)

@@ -231,6 +231,32 @@ class Kube:
     def delete_pod(self, name: str, namespace: str) -> None:
         self._raw(self.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
 
+    def put_endpoints(self, service: str, nodes: list[str], namespace: str = NAMESPACE) -> None:
+        """The Service's EndpointSlice as the EndpointSlice controller writes it for one
+        ready pod per node of `nodes` (none: scaled to zero), applied with kubectl. The bed
+        runs no kube-controller-manager, so stories that need endpoints write them."""
+        body = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{service}-pods",
+                "namespace": namespace,
+                "labels": {"kubernetes.io/service-name": service},
+            },
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [
+                {"addresses": [f"10.244.{i}.7"], "nodeName": n, "conditions": {"ready": True}}
+                for i, n in enumerate(nodes)
+            ],
+        }
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(body))
+
+    def make_local(self, service: str, namespace: str = NAMESPACE) -> None:
+        """`externalTrafficPolicy: Local` on a Service that has its external IP."""
+        patch = '{"spec":{"externalTrafficPolicy":"Local"}}'
+        self.kubectl("-n", namespace, "patch", "service", service, "-p", patch)
+
     # ---- kubectl, as a user would run it ----
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
