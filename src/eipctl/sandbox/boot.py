@@ -110,21 +110,22 @@ def local_demo_service() -> Obj:
     return _auto_service(LOCAL_DEMO, {"type": "NodePort", "externalTrafficPolicy": "Local"})
 
 
-def local_demo_slice(node: str) -> Obj:
-    """Its EndpointSlice as the EndpointSlice controller writes it for one ready pod on
-    ``node`` (the sandbox has no kube-controller-manager)."""
+def endpoint_slice(service: str, nodes: list[str], namespace: str = DEMO_NAMESPACE) -> Obj:
+    """``service``'s EndpointSlice as the EndpointSlice controller writes it for one ready pod
+    per node of ``nodes`` (the sandbox and the test bed run no kube-controller-manager)."""
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
         "metadata": {
-            "name": f"{LOCAL_DEMO}-pod",
-            "namespace": DEMO_NAMESPACE,
-            "labels": {"kubernetes.io/service-name": LOCAL_DEMO},
+            "name": f"{service}-pods",
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service},
         },
         "addressType": "IPv4",
         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
         "endpoints": [
-            {"addresses": ["10.244.0.10"], "nodeName": node, "conditions": {"ready": True}}
+            {"addresses": [f"10.244.{i}.7"], "nodeName": n, "conditions": {"ready": True}}
+            for i, n in enumerate(nodes)
         ],
     }
 
@@ -136,8 +137,8 @@ def move_local_endpoint(server: ApiServer, node: str) -> bool:
     made = store.find("", "services", LOCAL_DEMO, DEMO_NAMESPACE) is None
     if made:
         store.create("", "services", local_demo_service(), DEMO_NAMESPACE)
-    body = local_demo_slice(node)
-    current = store.find("discovery.k8s.io", "endpointslices", f"{LOCAL_DEMO}-pod", DEMO_NAMESPACE)
+    body = endpoint_slice(LOCAL_DEMO, [node])
+    current = store.find("discovery.k8s.io", "endpointslices", f"{LOCAL_DEMO}-pods", DEMO_NAMESPACE)
     if current is None:
         store.create("discovery.k8s.io", "endpointslices", body, DEMO_NAMESPACE)
     else:

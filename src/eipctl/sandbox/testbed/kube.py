@@ -18,6 +18,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from eipctl.sandbox.boot import endpoint_slice
 from eipctl.sandbox.testbed.loop import BackgroundLoop
 
 GROUP, VERSION = "eipctl.io", "v1alpha1"
@@ -235,21 +236,7 @@ class Kube:
         """The Service's EndpointSlice as the EndpointSlice controller writes it for one
         ready pod per node of `nodes` (none: scaled to zero), applied with kubectl. The bed
         runs no kube-controller-manager, so stories that need endpoints write them."""
-        body = {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": f"{service}-pods",
-                "namespace": namespace,
-                "labels": {"kubernetes.io/service-name": service},
-            },
-            "addressType": "IPv4",
-            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-            "endpoints": [
-                {"addresses": [f"10.244.{i}.7"], "nodeName": n, "conditions": {"ready": True}}
-                for i, n in enumerate(nodes)
-            ],
-        }
+        body = endpoint_slice(service, nodes, namespace)
         self.kubectl("apply", "-f", "-", stdin=json.dumps(body))
 
     def make_local(self, service: str, namespace: str = NAMESPACE) -> None:
