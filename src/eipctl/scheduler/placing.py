@@ -48,16 +48,21 @@ from eipctl.core.claims import (
     node_of,
     reference,
 )
-from eipctl.core.eligibility import Exclusion, reason_text
+from eipctl.core.eligibility import Exclusion
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
-from eipctl.core.local_endpoints import no_endpoint_text
 from eipctl.core.placement import Decision, Policies, Policy, Reason, plan
 from eipctl.kube.client import IPCLAIMS
 from eipctl.kube.errors import NotFound
-from eipctl.kube.events import EventType, Tells
+from eipctl.kube.events import Tells
 from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
+from eipctl.scheduler.claim_messages import (
+    claim_event,
+    no_live_node_message,
+    placed_message,
+    unplaceable_reason,
+)
 from eipctl.scheduler.claim_writes import Cache, ClaimWrites
 from eipctl.scheduler.claims import consistent, place, placement_of
 from eipctl.scheduler.local_traffic import LocalTraffic
@@ -82,27 +87,6 @@ class ServiceNotifier(Protocol):
 
     def placed(self, claim: Obj, d: Decision) -> tuple[str, ...]: ...
     def unplaceable(self, claim: Obj, d: Decision) -> tuple[str, ...]: ...
-
-
-_EVENT: dict[Reason, tuple[EventType, str]] = {
-    Reason.UNPLACED: ("Normal", "Placed"),
-    Reason.NODE_DEAD: ("Warning", "NodeDead"),
-    Reason.NODE_GONE: ("Warning", "NodeGone"),
-    Reason.NODE_INELIGIBLE: ("Normal", "NodeIneligible"),
-    Reason.REBALANCE: ("Normal", "Rebalanced"),
-    Reason.ALL_NODES: ("Normal", "AllNodes"),
-    Reason.NODE_EXCLUDED: ("Normal", "NodeExcluded"),
-    Reason.NODE_TAINTED: ("Normal", "NodeTainted"),
-    Reason.NODE_CORDONED: ("Normal", "NodeCordoned"),
-    Reason.NO_LOCAL_ENDPOINT: ("Normal", "NoLocalEndpoint"),
-}
-_EVENT_UNPLACED: tuple[EventType, str] = ("Warning", REASON_NO_LOCAL_ENDPOINT)
-"""Taken off its node, to no other: a Local Service with no ready endpoint on a live node."""
-
-
-def _unplaceable_reason(d: Decision) -> str:
-    """The condition and Event reason of a claim that waits for a node."""
-    return REASON_NO_LOCAL_ENDPOINT if d.reason is Reason.NO_LOCAL_ENDPOINT else REASON_NO_LIVE_NODE
 
 
 PLANNED_IN_FLIGHT = 4
@@ -301,7 +285,9 @@ class Placer:
         since = self.dead_since.get(d.from_node) if d.reason is Reason.NODE_DEAD else None
         if since is not None:  # the move is written: that claim has failed over
             FAILOVER_SECONDS.observe(max(0.0, self.clock() - since))
-        message = self._message(d, left_all=is_all_nodes(obj) and not d.all_nodes)
+        message = placed_message(
+            d, self.liveness.timeout, left_all=is_all_nodes(obj) and not d.all_nodes
+        )
         unplaced = REASON_NO_LOCAL_ENDPOINT if d.unplace else REASON_NO_LIVE_NODE
         try:
             stored = await self.writer.update_status(
@@ -312,7 +298,7 @@ class Placer:
         self.writes.remember(stored)
         PLACEMENTS.labels(d.reason.value).inc()
         told = self.services.placed(stored, d)
-        type_, reason = _EVENT_UNPLACED if d.unplace else _EVENT[d.reason]
+        type_, reason = claim_event(d)
         self.recorder.tell(
             reference(stored),
             type_,
@@ -365,57 +351,20 @@ class Placer:
             self._held_back = False
             self.kick(0.0)  # room for the planned moves a pass held back
 
-    def _message(self, d: Decision, *, left_all: bool = False) -> str:
-        if d.all_nodes:
-            return "policy all: held by every node its pool admits"
-        if d.reason is Reason.UNPLACED:
-            return f"placed on {d.to_node}" + (" (no longer policy all)" if left_all else "")
-        if d.unplace:
-            left = no_endpoint_text(d.from_node)
-            return f"taken off {d.from_node}: {left}, and none on any live node"
-        why = {
-            Reason.NODE_DEAD: f"node {d.from_node} is dead (no liveness reply for "
-            f"{self.liveness.timeout:g}s)",
-            Reason.NODE_GONE: f"IpNode {d.from_node} is gone",
-            Reason.NODE_INELIGIBLE: f"pool no longer admits node {d.from_node}",
-            Reason.REBALANCE: "rebalancing after nodes joined",
-            Reason.NO_LOCAL_ENDPOINT: no_endpoint_text(d.from_node),
-        }.get(d.reason)
-        if why is None:
-            why = (
-                reason_text(d.from_node, Exclusion(d.reason.value))
-                if d.reason.planned
-                else d.reason.value
-            )
-        return f"moved from {d.from_node} to {d.to_node}: {why}"
-
-    @staticmethod
-    def _no_live_node_message(d: Decision) -> str:
-        if d.reason is Reason.NO_LOCAL_ENDPOINT:
-            where = (
-                f"still served by terminating endpoints on {d.from_node}"
-                if d.from_node
-                else "unplaced"
-            )
-            return f"no ready endpoint of its Local Service on any live node ({where})"
-        if d.from_node:
-            return f"no live eligible node to take it over from {d.from_node} ({d.reason.value})"
-        return "no live eligible node"
-
     def _reported(self, d: Decision, obj: Obj) -> bool:
         """True if the claim already says what `_report_no_live_node` would write. A claim
         waiting for a node is decided again by every pass; without this each pass started a
         write task whose end woke the next pass (two waiting claims kept that going)."""
         status = copy.deepcopy(obj.get("status") or {})
         probe = {"status": status}
-        no_live_node_status(self._no_live_node_message(d), reason=_unplaceable_reason(d))(probe)
+        no_live_node_status(no_live_node_message(d), reason=unplaceable_reason(d))(probe)
         return probe["status"] == (obj.get("status") or {})
 
     async def _report_no_live_node(self, d: Decision, obj: Obj) -> None:
-        message = self._no_live_node_message(d)
+        message = no_live_node_message(d)
         try:
             stored = await self.writer.update_status(
-                IPCLAIMS, d.claim, no_live_node_status(message, reason=_unplaceable_reason(d))
+                IPCLAIMS, d.claim, no_live_node_status(message, reason=unplaceable_reason(d))
             )
         except NotFound:
             return
@@ -426,7 +375,7 @@ class Placer:
         self.recorder.tell(
             reference(stored),
             "Warning",
-            _unplaceable_reason(d),
+            unplaceable_reason(d),
             message,
             node=d.from_node or None,
             services=list(told) or None,
