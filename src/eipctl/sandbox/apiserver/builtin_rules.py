@@ -14,12 +14,14 @@ the wording and string checks field_causes.py's.
 - Lease: leaseDurationSeconds > 0, leaseTransitions >= 0 (MicroTime is a decoding matter).
 - Event (core/v1): involvedObject.namespace must be the Event's namespace.
 - ConfigMap: data keys are config keys, no key in both data and binaryData, 1 MiB in total.
+- EndpointSlice: see endpointslice_rules.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .endpointslice_rules import endpointslice_causes
 from .field_causes import (
     Cause,
     config_key,
@@ -164,6 +166,7 @@ _BY_KIND = {
     ("coordination.k8s.io", "leases"): lease_causes,
     ("", "events"): event_causes,
     ("", "configmaps"): configmap_causes,
+    ("discovery.k8s.io", "endpointslices"): endpointslice_causes,
 }
 
 
