@@ -13,6 +13,7 @@ from eipctl.core.local_endpoints import (
     endpoint_nodes,
     is_local,
     service_key_of_slice,
+    trim_slice,
 )
 
 
@@ -111,3 +112,31 @@ def test_shared_ips_answer_only_where_both_services_do(a: EndpointNodes, b: Endp
     assert not both.ready & both.terminating
     for node in ["n1", "n2", "n3", "n4"]:
         assert both.answers(node) == (a.answers(node) and b.answers(node))
+
+
+CONDITIONS = st.fixed_dictionaries(
+    {}, optional={"ready": st.booleans(), "serving": st.booleans(), "terminating": st.booleans()}
+)
+
+
+@given(
+    st.lists(
+        st.builds(
+            lambda node, c, family: slice_(
+                {"addresses": ["10.0.0.9"], "nodeName": node, "conditions": c, "zone": "a"},
+                family=family,
+            ),
+            NODE,
+            CONDITIONS,
+            st.sampled_from(["IPv4", "IPv6"]),
+        ),
+        max_size=6,
+    )
+)
+def test_a_trimmed_slice_answers_as_the_whole_one(slices: list[dict[str, Any]]) -> None:
+    trimmed = [trim_slice(s) for s in slices]
+    for family in (4, 6):
+        assert endpoint_nodes(trimmed, family) == endpoint_nodes(slices, family)
+    for t, s in zip(trimmed, slices, strict=True):
+        assert service_key_of_slice(t) == service_key_of_slice(s)
+        assert "addresses" not in t["endpoints"][0] and "ports" not in t

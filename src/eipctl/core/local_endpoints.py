@@ -28,6 +28,7 @@ __all__ = [
     "is_local",
     "no_endpoint_text",
     "service_key_of_slice",
+    "trim_slice",
 ]
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -113,3 +114,25 @@ def endpoint_nodes(slices: Iterable[Mapping[str, Any]], family: int) -> Endpoint
 def no_endpoint_text(node: str) -> str:
     """Why a Local Service's IP left ``node``, worded for a person."""
     return f"no ready endpoint on {node} any more" if node else "no ready endpoint on any node"
+
+
+def trim_slice(slice_: Mapping[str, Any]) -> dict[str, Any]:
+    """What placement reads of an EndpointSlice, for the scheduler's cache: its identity, its
+    Service, its family and each endpoint's node and conditions. Addresses, ports, hints,
+    zones and managed fields are dropped: in a big cluster every pod is in some slice."""
+    meta = slice_.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    labels = meta.get("labels")
+    service = labels.get(SERVICE_NAME_LABEL) if isinstance(labels, Mapping) else None
+    endpoints = slice_.get("endpoints")
+    kept = [
+        {k: e[k] for k in ("nodeName", "conditions") if k in e}
+        for e in (endpoints if isinstance(endpoints, list) else [])
+        if isinstance(e, Mapping)
+    ]
+    out_meta: dict[str, Any] = {
+        k: meta[k] for k in ("name", "namespace", "resourceVersion", "uid") if k in meta
+    }
+    if service is not None:
+        out_meta["labels"] = {SERVICE_NAME_LABEL: service}
+    return {"metadata": out_meta, "addressType": slice_.get("addressType"), "endpoints": kept}

@@ -128,8 +128,12 @@ class Informer:
         watch_timeout: int = 300,
         backoff_initial: float = 0.05,
         backoff_max: float = 5.0,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
         self.api = api
+        self.transform = transform
+        """Applied to every object before it is cached or handed to a handler: keep only what
+        the caller reads (it must keep metadata.name, namespace and resourceVersion)."""
         self.ref = ref
         self.namespace = namespace
         self.label_selector = label_selector
@@ -254,7 +258,8 @@ class Informer:
             label_selector=self.label_selector,
             field_selector=self.field_selector,
         )
-        fresh = {object_key(o): o for o in lst.items}
+        items = lst.items if self.transform is None else [self.transform(o) for o in lst.items]
+        fresh = {object_key(o): o for o in items}
         adds = updates = deletes = 0
         for key in [k for k in self._cache if k not in fresh]:
             old = self._remove(key)
@@ -287,6 +292,8 @@ class Informer:
         rv = _rv(obj)
         if ev.type == "BOOKMARK":
             return rv
+        if self.transform is not None:
+            obj = self.transform(obj)
         key = object_key(obj)
         old = self._cache.get(key)
         if ev.type == "DELETED":

@@ -28,7 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from eipctl.kube.client import KubeApi, ResourceRef, connect
+from eipctl.kube.client import KubeApi, Obj, ResourceRef, connect
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import IndexFunc, Informer, ListWatchApi
 from eipctl.kube.leader import LeaderElectionConfig, LeaderElector, LeaseApi
@@ -176,10 +176,17 @@ class Manager(Generic[K]):
         label_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
         writer_cache: bool = False,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> Informer:
         """A cache of `ref` that runs on every replica. `writer_cache`: each term's writer
         starts updates of `ref` objects from it instead of a GET."""
-        informer = Informer(self.watch_api, ref, label_selector=label_selector, indexers=indexers)
+        informer = Informer(
+            self.watch_api,
+            ref,
+            label_selector=label_selector,
+            indexers=indexers,
+            transform=transform,
+        )
         self.informers.append(informer)
         if writer_cache:
             self._writer_caches.append((ref, informer))

@@ -22,7 +22,7 @@ from eipctl.core.eligibility import facts_of
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness, Transition
 from eipctl.core.liveness_wire import Flag, Keyring
-from eipctl.core.local_endpoints import is_local
+from eipctl.core.local_endpoints import is_local, trim_slice
 from eipctl.kube.client import (
     ENDPOINTSLICES,
     IPCLAIMPOOLS,
@@ -93,7 +93,9 @@ class Scheduler:
         self.services = m.informer(SERVICES)
         self.kube_nodes = m.informer(NODES)
         """The core v1 Nodes: the exclusion label, eipctl's taint, cordon (planned moves)."""
-        self.endpoint_slices = m.informer(ENDPOINTSLICES, indexers={SERVICE_INDEX: slice_service})
+        self.endpoint_slices = m.informer(
+            ENDPOINTSLICES, indexers={SERVICE_INDEX: slice_service}, transform=trim_slice
+        )
         """Where externalTrafficPolicy: Local Services have endpoints (`local_traffic`)."""
         self.local_traffic = LocalTraffic(self.services, self.endpoint_slices)
         self.liveness = Liveness(settings.node_timeout)

@@ -163,3 +163,31 @@ async def test_bookmarks_advance_rv_and_late_handlers_get_the_cache() -> None:
         assert rec.state.keys() == {"a"}
     finally:
         await inf.stop()
+
+
+async def test_a_transform_shapes_what_is_cached_and_handed_out_listed_or_watched() -> None:
+    api = FakeApi()
+    api.put(IPCLAIMS, claim("a", "n1", n=1))
+
+    def slim(obj: Obj) -> Obj:
+        return {"metadata": obj["metadata"]}  # the spec dropped
+
+    inf = Informer(api, IPCLAIMS, transform=slim)
+    rec = Recorder()
+    inf.add_handler(rec)
+    inf.start()
+    try:
+        async with asyncio.timeout(2):
+            await inf.wait_synced()
+        api.put(IPCLAIMS, claim("b", "n2", n=2))
+        api.put(IPCLAIMS, claim("a", "n3", n=3))
+        await eventually(
+            lambda: (
+                (inf.get("a") or {}).get("metadata", {}).get("labels") == {"eipctl.io/node": "n3"}
+            )
+        )
+        await eventually(lambda: inf.get("b") is not None)
+        assert all("spec" not in o for o in inf.objects())
+        assert all("spec" not in o for o in rec.state.values())
+    finally:
+        await inf.stop()
