@@ -12,8 +12,6 @@ scheduler leader's Live condition with `mark_live` as a status update.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,13 +19,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+from kubectl_runner import run_kubectl
 
 from eipctl.core.fields import format_time
 from eipctl.core.ipnode import REASON_NO_REPLY, REASON_REPLYING, mark_live
 from eipctl.kube.client import IPNODES, KubeApi
 from eipctl.sandbox.apiserver import ApiServer
 from eipctl.sandbox.apiserver.tables import go_json, human_age
-from eipctl.sandbox.testbed.kube import kubectl_binary
 
 pytestmark = pytest.mark.kubectl
 
@@ -37,21 +35,10 @@ TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
 async def kubectl(kubeconfig: Path, home: Path, *args: str) -> str:
-    """Run the real kubectl without blocking the loop the emulator serves on."""
-    proc = await asyncio.create_subprocess_exec(
-        kubectl_binary(),
-        "--cache-dir",
-        str(home / "cache"),
-        "--request-timeout=10s",
-        *args,
-        env={**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(60):
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {err.decode()}"
-    return out.decode()
+    """Run the real kubectl; its stdout (the test fails on a non-zero exit)."""
+    code, out, err = await run_kubectl(kubeconfig, home, *args)
+    assert code == 0, f"kubectl {' '.join(args)}: {err}"
+    return out
 
 
 def rows(text: str, header: list[str]) -> dict[str, dict[str, str]]:
