@@ -316,7 +316,10 @@ def main() -> int:
     rng = random.Random(seed)
     print(f"machine: {machine()}\nseed: {seed}", flush=True)
     started = time.monotonic()
-    with LocalBed(BedOptions(nodes=args.nodes)) as bed:
+    # the production hold-down, not the bed's 0 s: the soak's checks do not need a revived
+    # node to take claims at once
+    options = BedOptions(nodes=args.nodes, scheduler_flags=["--node-hold-down", "10s"])
+    with LocalBed(options) as bed:
         soak = Soak(bed, rng, args.services, args.faults)
         try:
             run(soak, args, started)

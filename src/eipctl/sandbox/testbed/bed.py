@@ -54,6 +54,13 @@ FAST_CONTROLLER_FLAGS = ["--resync-interval", "2s"]
 QUIET = ["--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
 
 
+BED_SCHEDULER_FLAGS = ["--node-hold-down", "0s"]
+"""The bed's stories kill and revive nodes and, after `reset`, expect a revived node to take
+claims at once; the hold-down of a flapping node (default 10 s) would keep it out for the
+next story. It is tested where it is the story (tests/unit/scheduler, bench_flap.py, which
+set it); `BedOptions.scheduler_flags` (later on the command line) overrides this."""
+
+
 class LocalBed(BedFaults, BedRollouts):
     """Everything on this machine. Methods are synchronous and safe to call from tests."""
 
@@ -146,7 +153,7 @@ class LocalBed(BedFaults, BedRollouts):
         for i in range(2):  # two replicas each: a leader and a standby
             name = f"scheduler-{i}"
             args = ["scheduler", *self._kubeconfig("control"), *common, *lease, *key]
-            args += ["--identity", name, *self.options.scheduler_flags]
+            args += ["--identity", name, *BED_SCHEDULER_FLAGS, *self.options.scheduler_flags]
             self.schedulers.append(self._eipctl(name, args, netns=self.network.control.name))
             name = f"allocator-{i}"
             args = ["allocator", *self._kubeconfig(None), *common, *lease, "--identity", name]
