@@ -67,10 +67,24 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     yield dest / "src"
 
 
+NEW_FLAGS = ("--node-hold-down",)
+"""Flags of this release the previous one refuses (it exits on an unknown flag)."""
+
+
 def _use(proc: Process, src: Path | None) -> None:
     env = {k: v for k, v in (proc.env or {}).items() if k != "PYTHONPATH"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
+        if not hasattr(proc, "new_argv"):
+            proc.new_argv = list(proc.argv)  # type: ignore[attr-defined]
+        argv = list(proc.argv)
+        for flag in NEW_FLAGS:
+            while flag in argv:
+                i = argv.index(flag)
+                del argv[i : i + 2]
+        proc.argv = argv
+    elif hasattr(proc, "new_argv"):
+        proc.argv = list(proc.new_argv)
     proc.env = env
 
 
