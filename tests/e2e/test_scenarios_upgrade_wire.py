@@ -69,22 +69,21 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
 
 NEW_FLAGS = ("--node-hold-down",)
 """Flags of this release the previous one refuses (it exits on an unknown flag)."""
+_THIS_RELEASE_ARGV: dict[str, list[str]] = {}
+"""Each process's command line as this release runs it, kept while an old one runs."""
 
 
 def _use(proc: Process, src: Path | None) -> None:
     env = {k: v for k, v in (proc.env or {}).items() if k != "PYTHONPATH"}
+    argv = _THIS_RELEASE_ARGV.setdefault(proc.name, list(proc.argv))
     if src is not None:
         env["PYTHONPATH"] = str(src)
-        if not hasattr(proc, "new_argv"):
-            proc.new_argv = list(proc.argv)  # type: ignore[attr-defined]
-        argv = list(proc.argv)
+        old = list(argv)
         for flag in NEW_FLAGS:
-            while flag in argv:
-                i = argv.index(flag)
-                del argv[i : i + 2]
-        proc.argv = argv
-    elif hasattr(proc, "new_argv"):
-        proc.argv = list(proc.new_argv)
+            while flag in old:
+                del old[old.index(flag) : old.index(flag) + 2]
+        argv = old
+    proc.argv = list(argv)
     proc.env = env
 
 
