@@ -101,6 +101,7 @@ CONTROLLER = {
 SCHEDULER_NODE_TIMEOUT = 0.6
 # the process's default --bgp-link: every controller watches the pools (how each announces)
 BGP_LINK = ControllerSettings.bgp_link  # the field's default
+BGP_SECRETS = ControllerSettings.bgp_secret_namespace  # the field's default: eipctl-bgp
 
 
 def install(srv: ApiServer) -> None:
@@ -203,7 +204,7 @@ class Node:
                 link="eth0",
                 bgp_link=BGP_LINK,
                 frr_config=frr_config,
-                bgp_secret_namespace=NS,
+                bgp_secret_namespace=BGP_SECRETS,
                 **CONTROLLER,
             ),
             api=api,
@@ -506,7 +507,7 @@ async def test_the_controller_renders_frr_config_with_its_own_service_account(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     """--frr-config (deploy/workloads/frr): the controller watches the BGPPeers, reads a
-    peer's password from its Secret in the controller's namespace, writes the file, and
+    peer's password from its Secret in eipctl-bgp (deploy/namespace.yaml), writes the file, and
     reports the reloader's answer as BGPConfigured with an update of its IpNode's status
     (which the own-node policy judges). A claim of a pool announced by BGP goes on the BGP
     link. The test plays the reloader: it writes `<file>.status`."""
@@ -515,10 +516,10 @@ async def test_the_controller_renders_frr_config_with_its_own_service_account(
     await admin.create(
         SECRETS,
         {
-            "metadata": {"name": "tor-password", "namespace": NS},
+            "metadata": {"name": "tor-password", "namespace": BGP_SECRETS},
             "data": {"password": base64.b64encode(b"s3cret").decode()},
         },
-        NS,
+        BGP_SECRETS,
     )
     await admin.create(
         BGPPEERS,
@@ -635,13 +636,16 @@ async def test_what_each_account_is_refused(cluster: Cluster) -> None:
     with pytest.raises(Invalid) as invalid:
         await ctl.replace(IPNODES, other, sub="status")
     assert "a controller may only write its own IpNode" in invalid.value.message
-    # a BGPPeer's password: get, in the controller's namespace only; no list, no elsewhere
+    # a BGPPeer's password: get, in eipctl-bgp only; no list, and none of eipctl-system's
+    # Secrets (the liveness key, a cloud credential of nodeips)
     with pytest.raises(Forbidden):
-        await ctl.list(SECRETS, NS)
+        await ctl.list(SECRETS, BGP_SECRETS)
     with pytest.raises(Forbidden):
         await ctl.get(SECRETS, "tor-password", "default")
+    with pytest.raises(Forbidden):
+        await ctl.get(SECRETS, "eipctl-liveness", NS)
     with pytest.raises(NotFound):  # allowed: there is no such Secret
-        await ctl.get(SECRETS, "tor-password", NS)
+        await ctl.get(SECRETS, "tor-password", BGP_SECRETS)
     await ctl.patch(IPNODES, "node-a", {"status": {"heartbeat": 1}}, sub="status")  # its own
 
     sched = await cluster.client("eipctl-scheduler")

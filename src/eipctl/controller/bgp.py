@@ -153,6 +153,7 @@ class FrrConfigWriter:
         self._applied: str | None = None  # sha256 the reloader last said FRR took
         self._told: set[tuple[str, str, str]] = set()  # (peer, reason, message) Events sent
         self._invalid: dict[str, str] = {}  # peer -> resourceVersion already reported
+        self._last_passwords: dict[str, str] = {}  # Secret -> its password, last read
         self.renders = 0
 
     # -- inputs --------------------------------------------------------------------------
@@ -245,18 +246,33 @@ class FrrConfigWriter:
         return peers
 
     async def _passwords(self, peers: list[BgpPeer]) -> dict[str, str]:
-        """Each passwordSecret's password (key ``password``); a Secret that cannot be read
-        leaves its peer out of the map (render reports it: never rendered without it)."""
+        """Each passwordSecret's password (key ``password``). A Secret the API says is gone
+        or forbidden leaves its peer out of the map (render reports it: never rendered
+        without it). A read that got no answer (a timeout, a 5xx, a 429: the API is away or
+        busy) keeps the password last read: an API outage must not take a session down at
+        the next recheck (docs/liveness.md, "Outages")."""
         out: dict[str, str] = {}
-        for secret in sorted({p.spec.password_secret for p in peers if p.spec.password_secret}):
+        wanted = {p.spec.password_secret for p in peers if p.spec.password_secret}
+        for secret in sorted(wanted):
             try:
                 obj = await self._api.get(SECRETS, secret, namespace=self._secret_namespace)
             except (ApiError, TimeoutError) as exc:
-                log.warning("bgp.secret_unreadable", secret=secret, error=repr(exc))
+                transient = isinstance(exc, TimeoutError) or exc.retryable
+                kept = self._last_passwords.get(secret) if transient else None
+                log.warning(
+                    "bgp.secret_unreadable",
+                    secret=secret,
+                    namespace=self._secret_namespace,
+                    kept_last_read=kept is not None,
+                    error=repr(exc),
+                )
+                if kept is not None:
+                    out[secret] = kept
                 continue
             value = _secret_value(obj, PASSWORD_KEY)
             if value is not None:
                 out[secret] = value
+        self._last_passwords = dict(out)
         return out
 
     # -- reporting -----------------------------------------------------------------------

@@ -70,7 +70,8 @@ class NodeSettings:
     """The dummy link for pools announced by BGP; "" = no BGP (and no pool watch)."""
     frr_config: str = ""
     """Where this node's FRR configuration is rendered to; "" = the operator's FRR config."""
-    bgp_secret_namespace: str = "eipctl-system"
+    bgp_secret_namespace: str = "eipctl-bgp"
+    """Where a BGPPeer's passwordSecret is read (a namespace of BGP passwords only)."""
 
     @property
     def vouch_window(self) -> float:

@@ -277,9 +277,10 @@ class ControllerSettings(CommonSettings):
         "only manages the routes",
     )
     bgp_secret_namespace: str = setting(
-        os.environ.get("POD_NAMESPACE", "eipctl-system"),
+        "eipctl-bgp",
         parse_text,
-        "namespace of the Secrets a BGPPeer's passwordSecret names",
+        "namespace of the Secrets a BGPPeer's passwordSecret names; the controller may read "
+        "every Secret there, so it should hold BGP passwords and nothing else",
     )
 
     def check(self) -> None:

@@ -98,14 +98,14 @@ async def test_frr_configuration_follows_peers_pools_labels_and_reports_reloads(
     config = tmp_path / "frr" / "frr.conf"
     await bed.api.create(NODES, {"metadata": {"name": NODE, "labels": {"rack": "r1"}}})
     await pool(bed, "routed", "bgp", "198.51.100.0/24")
-    await bed.api.create(NAMESPACES, {"metadata": {"name": "eipctl-system"}})
+    await bed.api.create(NAMESPACES, {"metadata": {"name": "eipctl-bgp"}})
     await bed.api.create(
         SECRETS,
         {
-            "metadata": {"name": "tor-password", "namespace": "eipctl-system"},
+            "metadata": {"name": "tor-password", "namespace": "eipctl-bgp"},
             "data": {"password": base64.b64encode(b"s3cret").decode()},
         },
-        namespace="eipctl-system",
+        namespace="eipctl-bgp",
     )
     await bed.api.create(
         BGPPEERS,
