@@ -73,6 +73,19 @@ def test_admin_address_is_never_removed_and_blocks_the_claim() -> None:
     assert [(b.claim.name, b.reason) for b in result.blocked] == [("a", BlockReason.ADMIN_ADDRESS)]
 
 
+def test_an_address_whose_ip_an_administrator_also_holds_is_never_removed() -> None:
+    """The same IP twice on one link, eipctl's /32 and an administrator's /24 (the kernel
+    keeps both): releasing the claim, or fencing, must not take the administrator's IP off
+    the link with ours."""
+    shared = v4("203.0.113.7")
+    observed = {"eth0": LinkView(managed=frozenset({(shared, 32)}), foreign=frozenset({shared}))}
+    assert plan([], observed).remove == ()
+    assert plan([], observed, fenced=True).remove == ()
+    held = plan([claim("a", "203.0.113.7")], observed)
+    assert held.remove == () and held.add == ()
+    assert [b.reason for b in held.blocked] == [BlockReason.ADMIN_ADDRESS]
+
+
 def test_missing_link_blocks_the_claim() -> None:
     result = plan([claim("a", "203.0.113.7", link="eth9")], {"eth0": LinkView()})
     assert [(b.claim.name, b.reason) for b in result.blocked] == [("a", BlockReason.LINK_MISSING)]
@@ -167,7 +180,9 @@ def claims(draw: st.DrawFn) -> PlacedClaim:
 @st.composite
 def link_views(draw: st.DrawFn) -> LinkView:
     foreign = draw(st.frozensets(ips, max_size=3))
-    managed_ips = draw(st.frozensets(ips, max_size=6)) - foreign
+    # drawn apart from foreign, so an IP may be both: eipctl's address and an administrator's
+    # with another prefix length on the same link (the case the remove guard exists for)
+    managed_ips = draw(st.frozensets(ips, max_size=6))
     managed = frozenset((ip, draw(prefix_for(ip))) for ip in managed_ips)
     return LinkView(managed=managed, foreign=foreign)
 
@@ -193,10 +208,17 @@ def test_after_applying_the_plan_the_links_hold_exactly_the_desired_set(
     for addr in actions.remove:
         assert addr.ip not in observed[addr.link].foreign
         assert (addr.ip, addr.prefixlen) in observed[addr.link].managed
-    # the managed addresses now equal the (unblocked) desired set
+    # the managed addresses now equal the (unblocked) desired set, plus those whose IP an
+    # administrator also holds on that link: never removed, fenced or not
+    shared_with_admin = {
+        (link, ip, p)
+        for link, view in observed.items()
+        for ip, p in view.managed
+        if ip in view.foreign
+    }
     expected = {
         (c.address.link, c.address.ip, c.address.prefixlen) for c in (*actions.add, *actions.keep)
-    }
+    } | shared_with_admin
     got = {(link, ip, p) for link, view in after.items() for ip, p in view.managed}
     assert got == expected
     assert all(after[link].foreign == observed[link].foreign for link in LINKS)
@@ -210,7 +232,7 @@ def test_after_applying_the_plan_the_links_hold_exactly_the_desired_set(
         ips_held = [c.address.ip for c in (*actions.add, *actions.keep)]
         assert len(ips_held) == len(set(ips_held))
     else:
-        assert not (actions.add or actions.keep) and not got
+        assert not (actions.add or actions.keep) and got == shared_with_admin
     # idempotent: a second pass over the result only keeps
     again = plan(desired, after, fenced=fenced)
     assert again.add == () and again.remove == ()

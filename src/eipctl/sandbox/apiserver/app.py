@@ -19,6 +19,7 @@ from .store import Store
 
 log = structlog.get_logger(__name__)
 ADMIN_PREFIX = "/_emulator/"
+MAX_DOWN_FOR = 600.0  # seconds a restart may leave the port closed
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -34,8 +35,9 @@ class Lifecycle(Protocol):
         """Restarts done; moves only once the restarted server listens."""
         ...
 
-    def request_restart(self) -> int:
-        """Restart after this answer; returns the generation the restart will move past."""
+    def request_restart(self, down_for: float = 0.0) -> int:
+        """Restart after this answer, listening nowhere for ``down_for`` seconds in between;
+        returns the generation the restart will move past."""
         ...
 
 
@@ -152,8 +154,20 @@ class Routes:
                 switch.configure(body)
             return json_response(switch.state())
         if what == "restart" and request.method == "POST":
-            # the restart starts after this answer; "generation" is the one it moves past
-            generation = self.lifecycle.request_restart()
+            # the restart starts after this answer; "generation" is the one it moves past.
+            # {"downFor": seconds}: the port stays closed that long (connections refused), as
+            # while a real API server's process is replaced
+            try:
+                body = json.loads(await request.read() or b"{}")
+                down_for = float(body.get("downFor", 0.0)) if isinstance(body, dict) else -1.0
+            except (ValueError, TypeError):
+                down_for = -1.0
+            if not 0.0 <= down_for <= MAX_DOWN_FOR:
+                return json_response(
+                    {"error": f"body must be a JSON object; downFor 0..{MAX_DOWN_FOR:g} seconds"},
+                    400,
+                )
+            generation = self.lifecycle.request_restart(down_for)
             return json_response({"restarting": True, "generation": generation})
         if what == "state":
             return json_response(

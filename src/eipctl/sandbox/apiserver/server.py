@@ -142,9 +142,10 @@ class ApiServer:
         if runner is not None:
             await runner.cleanup()
 
-    async def restart(self) -> None:
-        """Close every connection (watches included) and listen again on the same port;
-        the data, revision and history survive, as they would with etcd behind a restart.
+    async def restart(self, down_for: float = 0.0) -> None:
+        """Close every connection (watches included) and listen again on the same port,
+        ``down_for`` seconds later (meanwhile connections are refused); the data, revision
+        and history survive, as they would with etcd behind a restart.
 
         Returns once the new listener serves, and only then moves `generation` (what
         `/_emulator/state` reports), so a client can tell the restarted server from the old
@@ -154,13 +155,16 @@ class ApiServer:
         async with self._restart_lock:
             log.info("apiserver.restarting", url=self.url, generation=self.generation)
             await self._close()
+            if down_for > 0:
+                await asyncio.sleep(down_for)
             await self._listen(self.port)
             self.generation += 1
             log.info("apiserver.restarted", url=self.url, generation=self.generation)
 
-    def request_restart(self) -> int:
+    def request_restart(self, down_for: float = 0.0) -> int:
         """Restart in the background once the current request is answered (the admin
-        endpoint's restart); returns the generation that the restart will move past.
+        endpoint's restart), the port closed for ``down_for`` seconds in between; returns
+        the generation that the restart will move past.
 
         A background restart that fails is logged with its exception and ends `failed()`:
         `python -m eipctl.sandbox.apiserver` then exits non-zero instead of running on
@@ -168,14 +172,14 @@ class ApiServer:
         """
         # the task's first step runs after this one, which writes the answer; a connection
         # still answering is let finish by the runner's graceful shutdown anyway
-        task = asyncio.create_task(self._restart_or_fail(), name="apiserver-restart")
+        task = asyncio.create_task(self._restart_or_fail(down_for), name="apiserver-restart")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return self.generation
 
-    async def _restart_or_fail(self) -> None:
+    async def _restart_or_fail(self, down_for: float) -> None:
         try:
-            await self.restart()
+            await self.restart(down_for)
         except Exception as exc:
             log.exception(
                 "apiserver.restart_failed", url=self.url, generation=self.generation, error=str(exc)
