@@ -1,14 +1,17 @@
-"""Shared fixtures: an in-process Kubernetes API emulator and clients for it."""
+"""Shared fixtures: an in-process Kubernetes API emulator and clients for it, and a virtual
+clock for tests that assert how long things take."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from eipctl.sandbox.apiserver import ApiServer
+from virtual_clock import run_virtual as _run_virtual  # tests/virtual_clock.py
 
 
 @pytest_asyncio.fixture
@@ -38,3 +41,10 @@ async def api_client(kubeconfig_path: Path) -> AsyncIterator[Any]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+def run_virtual() -> Callable[[Coroutine[Any, Any, Any]], Any]:
+    """Runs a coroutine to completion on a virtual clock (tests/virtual_clock.py): a sync
+    test calls ``run_virtual(main())`` and may assert exact durations."""
+    return _run_virtual

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -40,9 +41,12 @@ class Api:
 
 
 class Bed:
-    def __init__(self, *, node_timeout: float = 30.0) -> None:
+    def __init__(
+        self, *, node_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.clock = clock
         self.api = Api()
-        self.fence = Fence(node_timeout, time.monotonic)
+        self.fence = Fence(node_timeout, clock)
         self.transitions: list[FenceTransition] = []
         self.last_probe: float | None = None
         self.reach = ApiReachability(
@@ -53,7 +57,7 @@ class Bed:
             fence=self.fence,
             on_transition=self._transition,
             last_probe=lambda: self.last_probe,
-            clock=time.monotonic,
+            clock=clock,
         )
 
     def _transition(self, t: FenceTransition) -> None:
@@ -61,7 +65,7 @@ class Bed:
             self.transitions.append(t)
 
     def probed(self) -> None:
-        self.last_probe = time.monotonic()
+        self.last_probe = self.clock()
 
 
 @contextlib.asynccontextmanager
@@ -106,27 +110,46 @@ async def test_a_check_restores_a_fenced_node() -> None:
     assert bed.transitions == [FenceTransition.RESTORE]
 
 
-async def test_reads_every_interval_keep_the_fence_fed() -> None:
-    bed = Bed(node_timeout=0.5)
-    async with running(bed):
-        await asyncio.sleep(1.0)
-    assert bed.api.gets >= 3
-    assert bed.fence.api_silence() < 0.5
-    assert bed.transitions == []
+def test_reads_every_interval_keep_the_fence_fed(
+    run_virtual: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    """On a virtual clock (tests/virtual_clock.py): a read every 0.2 s, so the API is never
+    silent for longer than that, well inside the 0.5 s node timeout."""
+
+    async def main() -> None:
+        bed = Bed(node_timeout=0.5, clock=asyncio.get_running_loop().time)
+        async with running(bed):
+            await asyncio.sleep(1.0)
+        assert bed.api.gets >= 5
+        assert bed.fence.api_silence() <= 0.2
+        assert bed.transitions == []
+
+    run_virtual(main())
 
 
-async def test_probes_stopping_with_the_api_gone_fence_at_once() -> None:
-    """Cut off from both: no waiting for the 30 s node timeout."""
-    bed = Bed()
-    bed.probed()
-    async with running(bed):
-        await asyncio.sleep(0.05)
-        bed.api.mode = "hang"
-        started = time.monotonic()
-        await eventually(lambda: bed.transitions or None, timeout=5)
-        assert time.monotonic() - started < 5.0
-    assert bed.transitions == [FenceTransition.FENCE]
-    assert bed.fence.fenced
+def test_probes_stopping_with_the_api_gone_fence_at_once(
+    run_virtual: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    """Cut off from both: no waiting for the 30 s node timeout. On a virtual clock: fenced
+    within a probe silence and a check's own timeout of the cut, not 30 s."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        bed = Bed(clock=loop.time)
+        bed.probed()
+        async with running(bed):
+            await asyncio.sleep(0.05)
+            bed.api.mode = "hang"
+            started = loop.time()
+            await eventually(lambda: bed.transitions or None, timeout=5)
+            # the probes' silence reaches probe_silence (0.2 s, 0.05 s of it before the hang),
+            # the guard sees it at its next tick (probe_silence / 4), the check it then makes
+            # times out after min(interval, probe_silence): at most 0.45 s (0.36 s here)
+            assert loop.time() - started <= 0.2 + 0.05 + 0.2
+        assert bed.transitions == [FenceTransition.FENCE]
+        assert bed.fence.fenced
+
+    run_virtual(main())
 
 
 async def test_probes_stopping_with_the_api_answering_fence_nothing() -> None:

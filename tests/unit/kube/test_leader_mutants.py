@@ -1,7 +1,7 @@
 """LeaderElector in detail: the Lease it writes, how it reads other holders' Leases, the
 exact timing of waiting one out, renewing, losing and stopping.
 
-Every story runs on a virtual clock: `VirtualLoop` is an event loop whose time only moves
+Every story runs on a virtual clock: `VirtualLoop` (tests/virtual_clock.py) is an event loop whose time only moves
 when nothing is ready to run, straight to the next timer. Sleeps, `asyncio.wait` timeouts,
 `asyncio.timeout` budgets and the renew watchdog all run on it, and the elector is handed
 the loop's clock, so the tests assert exact instants without real waits or flakiness.
@@ -15,7 +15,6 @@ import asyncio
 import copy
 import os
 import re
-import selectors
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import structlog
 from eipctl.kube.client import LEASES, Obj, ResourceRef
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, ServerError
 from eipctl.kube.leader import LeaderElectionConfig, LeaderElector
+from virtual_clock import run_virtual
 
 LEASE = "eipctl-test"
 NAMESPACE = "team-a"
@@ -39,48 +39,6 @@ MICRO_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 HANG = "hang"
 
 
-# --- a virtual clock for the event loop ---------------------------------------------------
-class _VirtualSelector(selectors.BaseSelector):
-    """Never blocks: when the loop would wait for its next timer, the clock jumps to it."""
-
-    def __init__(self, loop: VirtualLoop) -> None:
-        self._loop = loop
-        self._real = selectors.DefaultSelector()
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self._real.register(fileobj, events, data)
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        return self._real.unregister(fileobj)
-
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self._real.modify(fileobj, events, data)
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        ready = self._real.select(0)
-        if ready or timeout == 0:
-            return ready
-        if timeout is None:
-            raise RuntimeError("deadlock: every task waits, and no timer is left to fire")
-        self._loop.now += timeout
-        return []
-
-    def get_map(self) -> Any:
-        return self._real.get_map()
-
-    def close(self) -> None:
-        self._real.close()
-
-
-class VirtualLoop(asyncio.SelectorEventLoop):
-    def __init__(self) -> None:
-        self.now = START
-        super().__init__(_VirtualSelector(self))
-
-    def time(self) -> float:
-        return self.now
-
-
 def run_story(story: Callable[[], Coroutine[Any, Any, None]], limit: float = 60.0) -> None:
     """Run `story` on a virtual clock; it fails if it takes more than `limit` virtual s."""
 
@@ -88,8 +46,7 @@ def run_story(story: Callable[[], Coroutine[Any, Any, None]], limit: float = 60.
         async with asyncio.timeout(limit):
             await story()
 
-    with asyncio.Runner(loop_factory=VirtualLoop) as runner:
-        runner.run(bounded())
+    run_virtual(bounded(), start=START)
 
 
 def now() -> float:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -40,18 +42,25 @@ async def test_key_added_while_processing_runs_again_after_done_not_concurrently
     assert await asyncio.wait_for(getter, 1) == "a"
 
 
-async def test_add_after_fires_once_at_earliest_deadline() -> None:
-    q: WorkQueue[str] = WorkQueue()
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    q.add_after("a", 0.2)
-    q.add_after("a", 0.05)
-    q.add_after("a", 0.3)
-    assert await asyncio.wait_for(q.get(), 1) == "a"
-    assert 0.04 <= loop.time() - t0 < 0.2
-    q.done("a")
-    await asyncio.sleep(0.3)
-    assert len(q) == 0
+def test_add_after_fires_once_at_earliest_deadline(
+    run_virtual: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    """On a virtual clock (tests/virtual_clock.py): the earliest deadline exactly."""
+
+    async def main() -> None:
+        q: WorkQueue[str] = WorkQueue()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        q.add_after("a", 0.2)
+        q.add_after("a", 0.05)
+        q.add_after("a", 0.3)
+        assert await asyncio.wait_for(q.get(), 1) == "a"
+        assert loop.time() - t0 == pytest.approx(0.05)
+        q.done("a")
+        await asyncio.sleep(0.3)  # past the two later deadlines: they were merged, not queued
+        assert len(q) == 0
+
+    run_virtual(main())
 
 
 async def test_rate_limited_retries_back_off_per_key_and_forget_resets() -> None:

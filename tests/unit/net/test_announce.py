@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from ipaddress import IPv4Address, IPv6Address
+from typing import Any
 
 import pytest
 
@@ -22,7 +22,7 @@ class FakeSocket:
         self.log = log
 
     def send(self, frame: bytes) -> int:
-        self.log.append((frame, time.monotonic()))
+        self.log.append((frame, asyncio.get_running_loop().time()))
         return len(frame)
 
     def sendto(self, body: bytes, address: object) -> int:
@@ -34,7 +34,8 @@ MAC = b"\x02\x00\x00\x00\x00\x01"
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, float]]:
-    """Replace the socket owners: frames are recorded with their send time."""
+    """Replace the socket owners: frames are recorded with their send time (the loop's
+    clock: virtual under ``run_virtual``)."""
     log: list[tuple[bytes, float]] = []
 
     @contextlib.asynccontextmanager
@@ -51,14 +52,18 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, float]]:
     return log
 
 
-async def test_ipv4_rounds_send_both_forms_spaced(sent: list[tuple[bytes, float]]) -> None:
-    assert await announce("eth0", "192.0.2.1", count=3, interval=0.05) == 6
+def test_ipv4_rounds_send_both_forms_spaced(
+    sent: list[tuple[bytes, float]], run_virtual: Callable[[Coroutine[Any, Any, int]], int]
+) -> None:
+    """On a virtual clock (tests/virtual_clock.py): rounds exactly ``interval`` apart."""
+    assert run_virtual(announce("eth0", "192.0.2.1", count=3, interval=0.05)) == 6
     assert [f for f, _ in sent] == [
         frames.arp_announcement(MAC, IPv4Address("192.0.2.1")),
         frames.arp_reply_announcement(MAC, IPv4Address("192.0.2.1")),
     ] * 3
+    assert [t for _, t in sent[1::2]] == [t for _, t in sent[::2]]  # both forms at once
     rounds = [t for _, t in sent[::2]]
-    assert all(0.045 <= b - a < 0.2 for a, b in itertools.pairwise(rounds))
+    assert [b - a for a, b in itertools.pairwise(rounds)] == pytest.approx([0.05, 0.05])
 
 
 async def test_ipv6_sends_na(sent: list[tuple[bytes, float]]) -> None:
