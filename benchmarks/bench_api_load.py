@@ -454,7 +454,7 @@ def one(
     import structlog
 
     from eipctl.runtime.config import SandboxSettings
-    from eipctl.sandbox.cli import raise_file_limit
+    from eipctl.sandbox.limits import raise_file_limit
 
     raise_file_limit(n)
     prefix = f"bench-api-load-{n}-"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -20,9 +19,7 @@ from eipctl.kube.client import NODES, KubeApi
 
 from .heartbeat import Heartbeat
 from .link_reconciler import LinkReconciler
-
-if TYPE_CHECKING:
-    from .node import NodeSettings
+from .settings import NodeSettings
 
 log = structlog.get_logger(__name__)
 

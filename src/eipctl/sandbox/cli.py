@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import resource
 import signal
 import sys
 from dataclasses import replace
@@ -28,13 +27,12 @@ from eipctl.runtime.logsetup import configure_logging
 from eipctl.sandbox.boot import check_pool_cidr
 from eipctl.sandbox.control import ControlError, request
 from eipctl.sandbox.keys import KeyReader
+from eipctl.sandbox.limits import raise_file_limit
 from eipctl.sandbox.netns import unavailable as netns_unavailable
 
 log = structlog.get_logger(__name__)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-FILES_BASE = 1024
-FILES_PER_NODE = 8  # a simulated node's API connections (both ends), its watch, its UDP socket
 
 
 def main(action: str, node: str | None, settings: SandboxSettings) -> int:
@@ -75,20 +73,6 @@ def _log_to_file(path: Path, level: str) -> TextIO:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=stream))
     logging.basicConfig(level=logging.WARNING, stream=stream, force=True)
     return stream
-
-
-def raise_file_limit(nodes: int) -> None:
-    """Enough file descriptors for `nodes` simulated nodes in this process: the soft limit
-    is raised towards the hard one (a thousand nodes need ~9,000; many shells give 1,024)."""
-    want = FILES_BASE + FILES_PER_NODE * nodes
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= want:
-        return
-    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
-    if new > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-    if new < want:
-        log.warning("sandbox.file_limit.low", limit=new, wanted=want, nodes=nodes)
 
 
 def run(settings: SandboxSettings) -> int:

@@ -359,7 +359,7 @@ def main(argv: list[str]) -> int:
 
     from eipctl.runtime.logsetup import configure_logging
     from eipctl.sandbox.child import die_with_parent
-    from eipctl.sandbox.cli import raise_file_limit
+    from eipctl.sandbox.limits import raise_file_limit
 
     if len(argv) != 2 or not argv[0].isdigit():
         sys.stderr.write("usage: python -m eipctl.sandbox.workers PARENT_PID SPEC\n")
