@@ -18,7 +18,11 @@ with each kind of datagram of the [hostile] issue:
 - ``short`` / ``long``: a valid packet cut by 9 bytes, or with 100 bytes more;
 - ``replay``: one real packet recorded with tcpdump (a scheduler's probe on its way to
   node-1; node-1's reply on its way to the replica, in the replica's own session) sent
-  again and again from the attacker's address.
+  again and again from the attacker's address;
+- at the responder only, the kinds [stability] added to the wire, each well formed under a
+  key id in force with a wrong MAC: ``probe-ext`` (a probe carrying a leader's digest),
+  ``peer-query`` (another node asking node-1 whether it hears a writer) and ``peer-reply``
+  (an answer to a query node-1 never sent).
 
 Per step (`--seconds`, default 60): datagrams sent and the rate reached, the victim
 process's CPU (% of one core, from /proc), its socket's kernel drops (`ss -uanm` in its
@@ -27,7 +31,7 @@ the schedulers' logs, claims moved (placement polled every 0.5 s), the longest t
 went unanswered, and whether every IP is held by one node afterwards. Nothing is asserted.
 
 Run as root: python benchmarks/bench_hostile.py [--seconds 60] [--rate 200000]
-[--only responder,leader,standby] [--kinds garbage,key-id,mac,short,long,replay]
+[--only responder,leader,standby] [--kinds garbage,key-id,mac,short,long,replay,probe-ext,...]
 """
 
 from __future__ import annotations
@@ -43,7 +47,16 @@ import threading
 import time
 from pathlib import Path
 
-from eipctl.core.liveness_wire import Flag, Keyring, Kind, Packet, encode
+from eipctl.core.liveness_wire import (
+    DIGEST_LENGTH,
+    Flag,
+    Keyring,
+    Kind,
+    Packet,
+    encode,
+    peer_ext,
+    probe_ext,
+)
 from eipctl.net.liveness import read_keyring
 from eipctl.sandbox.testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
 from eipctl.sandbox.testbed.checks import placement, spread_services
@@ -51,6 +64,7 @@ from figures import machine, skip_unless_root
 
 ATTACKER4 = "198.51.100.250"
 KINDS = ("garbage", "key-id", "mac", "short", "long", "replay")
+RESPONDER_KINDS = ("probe-ext", "peer-query", "peer-reply")  # [stability]'s packet kinds
 TARGETS = ("responder", "leader", "standby")
 LIVENESS_PORT = 9473
 
@@ -138,7 +152,7 @@ def datagram(kind: str, template: bytes) -> tuple[str, bytes]:
         return "random", bytes(64)
     if kind == "key-id":
         return "keyid", template
-    if kind == "mac":
+    if kind in ("mac", *RESPONDER_KINDS):
         return "mac", template
     if kind == "short":
         return "exact", template[:-9]
@@ -239,6 +253,15 @@ def step(
         valid = encode(Packet(Kind.PROBE, "node-1", secrets.token_bytes(8), 1), keys)
         if kind == "replay":  # a real probe of a scheduler, recorded on the way in
             valid = capture(ns, f"udp and dst port {LIVENESS_PORT}", workdir)
+        session = secrets.token_bytes(8)
+        if kind == "probe-ext":
+            ext = probe_ext(secrets.token_bytes(DIGEST_LENGTH), 3)
+            valid = encode(Packet(Kind.PROBE_EXT, "node-1", session, 1, Flag.WRITER, ext), keys)
+        if kind == "peer-query":
+            valid = encode(Packet(Kind.PEER_QUERY, "node-1", session, 1), keys)
+        if kind == "peer-reply":
+            answer = Packet(Kind.PEER_REPLY, "node-2", session, 1, Flag.WRITER_HEARD, peer_ext(0))
+            valid = encode(answer, keys)
     else:
         leader = bed.leader("scheduler")
         victim = (
@@ -289,7 +312,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rate", type=float, default=200_000.0, help="datagrams/s asked for")
     parser.add_argument("--only", type=lambda t: t.split(","), default=list(TARGETS))
-    parser.add_argument("--kinds", type=lambda t: t.split(","), default=list(KINDS))
+    parser.add_argument("--kinds", type=lambda t: t.split(","), default=[*KINDS, *RESPONDER_KINDS])
     args = parser.parse_args()
     skip_unless_root("bench_hostile")
     if shutil.which("gcc") is None:
@@ -305,6 +328,8 @@ def main() -> int:
         bed.reset()
         for target in args.only:
             for kind in args.kinds:
+                if kind in RESPONDER_KINDS and target != "responder":
+                    continue  # packets only a controller's responder takes
                 print(
                     step(
                         bed,
