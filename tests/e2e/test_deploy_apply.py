@@ -185,7 +185,8 @@ def mounted(
     container: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Every volume the container (by default the eipctl one) mounts, written under `root` as
-    the kubelet would write it (ConfigMap data, Secret data decoded, an emptyDir empty):
+    the kubelet would write it (ConfigMap data, Secret data decoded, an emptyDir or a new
+    node's DirectoryOrCreate hostPath empty):
     mountPath -> the directory holding its files. One directory per volume of the pod: the
     containers that mount a volume share it."""
     objects = {(d["kind"], d["metadata"]["name"]): d for d in docs}
@@ -199,6 +200,8 @@ def mounted(
         where.mkdir(parents=True, exist_ok=True)
         if "emptyDir" in volume:
             pass  # an empty directory, as long as the pod lives
+        elif volume.get("hostPath", {}).get("type") == "DirectoryOrCreate":
+            pass  # the node's directory, made empty on a new node
         elif "configMap" in volume:
             for key, text in objects["ConfigMap", volume["configMap"]["name"]]["data"].items():
                 (where / key).write_text(text)

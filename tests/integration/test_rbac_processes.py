@@ -40,6 +40,7 @@ from eipctl.core.naming import (
     LABEL_POOL,
     claim_name_for,
 )
+from eipctl.core.node_keys import node_key_of, node_key_secret
 from eipctl.kube.client import (
     BGPPEERS,
     EVENTS,
@@ -102,6 +103,9 @@ SCHEDULER_NODE_TIMEOUT = 0.6
 # the process's default --bgp-link: every controller watches the pools (how each announces)
 BGP_LINK = ControllerSettings.bgp_link  # the field's default
 BGP_SECRETS = ControllerSettings.bgp_secret_namespace  # the field's default: eipctl-bgp
+NODE_KEYS = ControllerSettings.node_key_namespace  # the field's default: eipctl-node-keys
+KEY_A = bytes(range(32))
+KEY_B = bytes(range(32, 64))
 
 
 def install(srv: ApiServer) -> None:
@@ -647,8 +651,35 @@ async def test_what_each_account_is_refused(cluster: Cluster) -> None:
     with pytest.raises(NotFound):  # allowed: there is no such Secret
         await ctl.get(SECRETS, "tor-password", BGP_SECRETS)
     await ctl.patch(IPNODES, "node-a", {"status": {"heartbeat": 1}}, sub="status")  # its own
+    # node keys (docs/liveness.md "Node keys"): its own node's Secret, written, never read
+    await ctl.create(SECRETS, node_key_secret("node-a", KEY_A, NODE_KEYS), NODE_KEYS)
+    await ctl.replace(SECRETS, node_key_secret("node-a", KEY_A, NODE_KEYS))  # a restart's
+    with pytest.raises(Invalid) as invalid:  # allowed by RBAC, refused by the policy
+        await ctl.create(SECRETS, node_key_secret("node-b", KEY_A, NODE_KEYS), NODE_KEYS)
+    assert "a controller may only write its own node's key" in invalid.value.message
+    await admin.create(SECRETS, node_key_secret("node-b", KEY_B, NODE_KEYS), NODE_KEYS)
+    with pytest.raises(Invalid):  # nor replace another node's key
+        await ctl.replace(SECRETS, node_key_secret("node-b", KEY_A, NODE_KEYS))
+    for read in (
+        ctl.get(SECRETS, "node-a", NODE_KEYS),  # not even its own
+        ctl.list(SECRETS, NODE_KEYS),
+        ctl.patch(SECRETS, "node-a", {"metadata": {"labels": {"x": "y"}}}, NODE_KEYS),
+    ):
+        with pytest.raises(Forbidden):
+            await read
+    with pytest.raises(Forbidden):  # and no Secret of that kind anywhere else
+        await ctl.create(SECRETS, node_key_secret("node-a", KEY_A, "default"), "default")
 
     sched = await cluster.client("eipctl-scheduler")
+    found = await sched.get(SECRETS, "node-a", NODE_KEYS)  # the schedulers read them all
+    assert node_key_of(found) == ("node-a", KEY_A)
+    listed = await sched.list(SECRETS, NODE_KEYS)  # as their informer does
+    assert sorted(filter(None, map(node_key_of, listed.items))) == [
+        ("node-a", KEY_A),
+        ("node-b", KEY_B),
+    ]
+    with pytest.raises(Forbidden):
+        await sched.create(SECRETS, node_key_secret("node-b", KEY_A, NODE_KEYS), NODE_KEYS)
     with pytest.raises(Forbidden):
         await sched.replace(SERVICES, svc)
     with pytest.raises(Forbidden):

@@ -40,6 +40,7 @@ from .fencing import FenceWatch
 from .flood_events import FloodEvents
 from .heartbeat import Endpoint, Heartbeat, register
 from .link_reconciler import LinkReconciler, ReconcilerSettings
+from .node_key import publish as publish_node_key
 from .peer_list import PeerList
 from .pools import PoolCache
 from .reachability import ApiReachability
@@ -63,11 +64,15 @@ class NodeController:
         announcer: Announcer,
         prober: Prober | None,
         keyring: Keyring | None = None,
+        node_key: bytes | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``keyring``: the liveness key; None runs no responder (the IpNode then has no
-        liveness endpoint and the scheduler judges it by its heartbeat counter)."""
+        liveness endpoint and the scheduler judges it by its heartbeat counter).
+        ``node_key``: this node's own key (`node_key`, docs/liveness.md "Node keys"),
+        published for the schedulers; None: the cluster key only."""
         self.settings = settings
+        self._node_key = node_key if keyring is not None else None
         self._api = api
         self._backend = backend
         self._trigger = asyncio.Event()
@@ -113,7 +118,9 @@ class NodeController:
             if keyring is None
             else LivenessResponder(
                 settings.node,
-                keyring,
+                keyring
+                if node_key is None
+                else keyring.with_node_keys({settings.node: node_key}, required=False),
                 flags=self._liveness_flags,
                 on_probe=self.vouching.on_probe,
                 writer_heard_within=settings.probe_silence / 2,
@@ -167,6 +174,7 @@ class NodeController:
         self.registered = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._refresh: asyncio.Task[None] | None = None
+        self._key_task: asyncio.Task[None] | None = None  # ends once the key is published
         self.passes = 0
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -191,6 +199,12 @@ class NodeController:
             self._spawn(self._peers_after_registration(self.peers), "peers")
         if self.frr is not None:
             self._spawn(self.frr.run(), "frr-config")
+        if self._node_key is not None:
+            s = self.settings
+            self._key_task = asyncio.create_task(
+                publish_node_key(self._api, s.node, self._node_key, s.node_key_namespace),
+                name="node-key",
+            )
         try:
             await stop.wait()
         finally:
@@ -205,7 +219,7 @@ class NodeController:
         return self.registered.is_set() and self.claims.has_synced and pools
 
     async def shutdown(self) -> None:
-        tasks = [*self._tasks, *([self._refresh] if self._refresh else [])]
+        tasks = [*self._tasks, *(t for t in (self._refresh, self._key_task) if t is not None)]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

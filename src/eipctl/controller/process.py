@@ -36,6 +36,7 @@ from eipctl.runtime.config import ControllerSettings
 from eipctl.runtime.health import Health
 
 from .node import NodeController, NodeSettings
+from .node_key import load_or_create
 
 log = structlog.get_logger(__name__)
 
@@ -210,6 +211,7 @@ def node_settings(settings: ControllerSettings, link: str | None = None) -> Node
         bgp_link=settings.bgp_link,
         frr_config=settings.frr_config,
         bgp_secret_namespace=settings.bgp_secret_namespace,
+        node_key_namespace=settings.node_key_namespace,
     )
 
 
@@ -224,6 +226,11 @@ async def run(settings: ControllerSettings, *, health: Health, stop: asyncio.Eve
         address_lifetime=settings.address_lifetime,
     )
     keyring = read_keyring(settings.liveness_key_file) if settings.liveness_key_file else None
+    node_key = (
+        load_or_create(settings.liveness_node_key_file)
+        if settings.liveness_node_key_file and keyring is not None
+        else None
+    )
     backend = NetlinkLinkBackend()
     apis: list[KubeApi] = []
     events: EventRecorder | None = None
@@ -254,6 +261,7 @@ async def run(settings: ControllerSettings, *, health: Health, stop: asyncio.Eve
             announcer=make_announcer(settings.announce_count, settings.announce_interval),
             prober=make_prober(settings.probe_timeout),
             keyring=keyring,
+            node_key=node_key,
         )
         health.add_liveness_check("controller-tasks", controller.live)
         health.add_readiness_check("ipnode-registered-and-claims-synced", controller.ready)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eipctl.core.node_keys import NODE_KEY_NAMESPACE
+
 
 @dataclass(frozen=True)
 class NodeSettings:
@@ -28,6 +30,8 @@ class NodeSettings:
     """Where this node's FRR configuration is rendered to; "" = the operator's FRR config."""
     bgp_secret_namespace: str = "eipctl-bgp"
     """Where a BGPPeer's passwordSecret is read (a namespace of BGP passwords only)."""
+    node_key_namespace: str = NODE_KEY_NAMESPACE
+    """Where this node's liveness key is handed to the schedulers (`controller.node_key`)."""
 
     @property
     def vouch_window(self) -> float:

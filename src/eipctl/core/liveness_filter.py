@@ -176,12 +176,13 @@ def _bytes_equal(offset: int, data: bytes, miss: str) -> list[_Op]:
     return ops
 
 
-def _header(key_ids: Sequence[bytes], miss: str) -> list[_Op]:
+def _header(key_ids: Sequence[bytes] | None, miss: str) -> list[_Op]:
     """At least the shortest packet (so a short one is refused, and sampled, before a load
-    past its end drops it unseen), magic, version and a key id in force."""
-    if not key_ids:
+    past its end drops it unseen), magic, version and a key id in force (any key id for
+    None: a scheduler that holds one key per node)."""
+    if key_ids is not None and not key_ids:
         raise ValueError("a liveness filter needs at least one key id")
-    if len(key_ids) > MAX_KEYS:
+    if key_ids is not None and len(key_ids) > MAX_KEYS:
         raise ValueError(f"a liveness filter takes at most {MAX_KEYS} key ids")
     ops: list[_Op] = [
         Insn(LD_W_LEN),
@@ -190,8 +191,10 @@ def _header(key_ids: Sequence[bytes], miss: str) -> list[_Op]:
         _Jump(JMP_JEQ_K, _word(MAGIC, 0), None, miss),
         Insn(LD_B_ABS, k=_OFF_VERSION),
         _Jump(JMP_JEQ_K, VERSION, None, miss),
-        Insn(LD_W_ABS, k=_OFF_KEY_ID),
     ]
+    if key_ids is None:
+        return ops
+    ops.append(Insn(LD_W_ABS, k=_OFF_KEY_ID))
     for kid in key_ids[:-1]:
         ops.append(_Jump(JMP_JEQ_K, _key(kid), "key_ok", None))
     ops += [_Jump(JMP_JEQ_K, _key(key_ids[-1]), None, miss), "key_ok"]
@@ -289,9 +292,12 @@ def responder_filter(
 
 
 def prober_filter(
-    session: bytes, key_ids: Sequence[bytes], *, denied: Iterable[str] = ()
+    session: bytes, key_ids: Sequence[bytes] | None, *, denied: Iterable[str] = ()
 ) -> list[Insn]:
-    """The program for a scheduler replica's prober socket (see the module docstring)."""
+    """The program for a scheduler replica's prober socket (see the module docstring).
+    ``key_ids`` None: any key id (a replica holding node keys, one per node, which no
+    filter of `MAX_KEYS` can list; the session, which only its probes carry, still has
+    to match)."""
     if len(session) != SESSION_LENGTH:
         raise ValueError(f"a session is {SESSION_LENGTH} bytes")
     ops: list[_Op] = [

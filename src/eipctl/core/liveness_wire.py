@@ -43,6 +43,14 @@ holding through control-plane outages (docs/liveness.md, "Outages") carry 8 byte
 Flags, by the kind that carries them: replies FENCED, API_STALE, EXTENDED; probes STANDING,
 WRITER; peer replies WRITER_HEARD. A first-release decoder ignores every bit but FENCED.
 
+Node keys ([hostile], docs/liveness.md "Node keys"): a controller may also hold a key of its
+own, which it made and handed to the schedulers alone (a Secret it may write but not read).
+Probes to that node and its replies are then MACed with it, and a `Keyring` that knows node
+keys (`with_node_keys`) binds each to its node: a probe or reply under node x's key that
+names another node is refused (``owner``), and so is one under the cluster key that names a
+node with a key of its own. So no other node, though it holds the cluster key, can answer
+for it. Peer queries and answers stay under the cluster key.
+
 `decode` raises only `WireError`, whose ``reason`` is one of `WIRE_ERRORS` (short, bounded:
 fit for a metric label), whatever bytes it is given.
 """
@@ -53,8 +61,8 @@ import enum
 import hashlib
 import hmac
 import struct
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 from eipctl.core.naming import is_dns1123_subdomain
@@ -100,7 +108,7 @@ _HEADER: Final = struct.Struct("!4sBBBB8sQ4s")  # magic .. key id: 28 bytes
 _MIN_PACKET: Final = _HEADER.size + 1 + MAC_LENGTH
 
 WIRE_ERRORS: Final = frozenset(
-    {"short", "magic", "version", "kind", "length", "key", "mac", "node"}
+    {"short", "magic", "version", "kind", "length", "key", "mac", "node", "owner"}
 )
 """Every `WireError.reason`, in the order `decode` checks them."""
 
@@ -116,6 +124,12 @@ class Kind(enum.IntEnum):
     def extended(self) -> bool:
         """Whether packets of this kind carry the 8 bytes of ``ext``."""
         return self >= Kind.PROBE_EXT
+
+    @property
+    def node_keyed(self) -> bool:
+        """Whether packets of this kind go between a scheduler and one node's controller,
+        under that node's key when it has one (peer packets never are)."""
+        return self <= Kind.PROBE_EXT
 
 
 class Flag(enum.IntFlag):
@@ -168,6 +182,9 @@ class Packet:
     flags: Flag = Flag.NONE
     ext: bytes = b""
     """8 bytes for the extended kinds (empty taken as zeros), none for PROBE and REPLY."""
+    key_id: bytes = field(default=b"", compare=False)
+    """The key id it came under (set by `decode`): a reply is signed with the key its probe
+    came under. Not part of the packet's value."""
 
     def __post_init__(self) -> None:
         if self.kind.extended:
@@ -198,7 +215,15 @@ class Keyring:
     signs with and the other accepts.
     """
 
-    __slots__ = ("_accepted", "_ids", "_signing", "_signing_id")
+    __slots__ = (
+        "_accepted",
+        "_ids",
+        "_node_signing",
+        "_owners",
+        "_required",
+        "_signing",
+        "_signing_id",
+    )
 
     def __init__(self, keys: Iterable[bytes]) -> None:
         accepted: dict[bytes, bytes] = {}
@@ -218,6 +243,49 @@ class Keyring:
         self._ids = tuple(accepted)
         self._signing_id = self._ids[0]
         self._signing = accepted[self._signing_id]
+        self._owners: dict[bytes, str] = {}  # node key id -> its node
+        self._node_signing: dict[str, tuple[bytes, bytes]] = {}  # node -> (key id, key)
+        self._required = False  # node-keyed kinds for a keyed node: its key only
+
+    def with_node_keys(self, node_keys: Mapping[str, bytes], *, required: bool = True) -> Keyring:
+        """This keyring's cluster keys plus one key per node (node -> key), each bound to its
+        node: node-keyed kinds (`Kind.node_keyed`) for a node in ``node_keys`` are signed
+        with that node's key, and a packet under it that names another node is refused.
+        ``required`` (the schedulers'): such packets for a keyed node are accepted under its
+        key only, not under the cluster key; without (the controller's own keyring, while a
+        scheduler may not have read its key yet) the cluster key still goes. Raises
+        ValueError for a key too short, an invalid node name, or a key id already in use
+        (2**-32 per pair)."""
+        ring = Keyring(self._accepted[kid] for kid in self._ids)  # the cluster keys
+        ring._required = required
+        ring._signing_id, ring._signing = self._signing_id, self._signing
+        for node, key in sorted(node_keys.items()):
+            if not valid_node(node):
+                raise ValueError(f"node key for {node!r}: not an IpNode name")
+            if len(key) < MIN_KEY_LENGTH:
+                raise ValueError(
+                    f"node key for {node} is {len(key)} bytes; at least {MIN_KEY_LENGTH}"
+                )
+            kid = key_id(key)
+            if kid in ring._accepted:
+                raise ValueError(f"node key for {node} has the key id of another key")
+            ring._accepted[kid] = bytes(key)
+            ring._owners[kid] = node
+            ring._node_signing[node] = (kid, bytes(key))
+        return ring
+
+    @property
+    def node_keyed(self) -> frozenset[str]:
+        """The nodes this keyring holds a key of their own for."""
+        return frozenset(self._node_signing)
+
+    def signer(self, node: str, kind: Kind) -> tuple[bytes, bytes]:
+        """(key id, key) that a packet of ``kind`` about ``node`` is signed with."""
+        if kind.node_keyed:
+            own = self._node_signing.get(node)
+            if own is not None:
+                return own
+        return self._signing_id, self._signing
 
     @classmethod
     def from_text(cls, text: str) -> Keyring:
@@ -227,20 +295,31 @@ class Keyring:
 
     @property
     def key_ids(self) -> tuple[bytes, ...]:
-        """The ids of the keys, the signing key's first (safe to log: hex them)."""
+        """The ids of the cluster keys, the signing key's first (safe to log: hex them)."""
         return self._ids
 
+    @property
+    def node_key_ids(self) -> tuple[bytes, ...]:
+        """The ids of the node keys, by node name."""
+        return tuple(kid for _, (kid, _) in sorted(self._node_signing.items()))
+
     def __repr__(self) -> str:  # never the keys themselves
-        return f"Keyring(key_ids=[{', '.join(kid.hex() for kid in self._ids)}])"
+        nodes = f", node_keys={len(self._node_signing)}" if self._node_signing else ""
+        return f"Keyring(key_ids=[{', '.join(kid.hex() for kid in self._ids)}]{nodes})"
 
 
 def _mac(key: bytes, body: bytes) -> bytes:
     return hmac.digest(key, body, "sha256")[:MAC_LENGTH]
 
 
-def encode(packet: Packet, keyring: Keyring) -> bytes:
-    """The packet's bytes, signed with the keyring's first key."""
+def encode(packet: Packet, keyring: Keyring, *, key_id: bytes | None = None) -> bytes:
+    """The packet's bytes, signed with the key `Keyring.signer` picks for it, or with the
+    keyring's key of id ``key_id`` (a reply under the key its probe came under)."""
     node = packet.node.encode("ascii")
+    if key_id is None:
+        kid, key = keyring.signer(packet.node, packet.kind)
+    else:
+        kid, key = key_id, keyring._accepted[key_id]
     body = (
         _HEADER.pack(
             MAGIC,
@@ -250,12 +329,12 @@ def encode(packet: Packet, keyring: Keyring) -> bytes:
             len(node),
             packet.session,
             packet.seq,
-            keyring._signing_id,
+            kid,
         )
         + node
         + packet.ext
     )
-    return body + _mac(keyring._signing, body)
+    return body + _mac(key, body)
 
 
 def placement_digest(claims: Iterable[str]) -> bytes:
@@ -298,8 +377,7 @@ class ProbeEncoder:
         Packet(Kind.PROBE, node, session, 0)  # validates
         self._node = node.encode("ascii")
         self._session = session
-        self._kid = keyring._signing_id
-        self._key = keyring._signing
+        self._kid, self._key = keyring.signer(node, Kind.PROBE)
 
     def encode(self, seq: int, flags: Flag, ext: bytes | None = None) -> bytes:
         """A PROBE, or a PROBE_EXT when ``ext`` (8 bytes, `probe_ext`) is given."""
@@ -352,6 +430,13 @@ def decode(data: bytes, keyring: Keyring) -> Packet:
         raise WireError("mac")
     try:  # Packet checks the name (session and seq fit by construction)
         node = body[_HEADER.size : end - ext].decode("ascii")
-        return Packet(_KINDS[kind], node, session, seq, _FLAGS[flags], body[end - ext : end])
+        packet = Packet(_KINDS[kind], node, session, seq, _FLAGS[flags], body[end - ext : end], kid)
     except ValueError:  # UnicodeDecodeError included
         raise WireError("node") from None
+    if keyring._node_signing and packet.kind.node_keyed:
+        owner = keyring._owners.get(kid)
+        if owner is not None and owner != node:
+            raise WireError("owner")  # another node's key
+        if owner is None and keyring._required and node in keyring._node_signing:
+            raise WireError("owner")  # the cluster key, for a node with a key of its own
+    return packet

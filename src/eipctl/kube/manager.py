@@ -173,16 +173,19 @@ class Manager(Generic[K]):
         self,
         ref: ResourceRef,
         *,
+        namespace: str | None = None,
         label_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
         writer_cache: bool = False,
         transform: Callable[[Obj], Obj] | None = None,
     ) -> Informer:
-        """A cache of `ref` that runs on every replica. `writer_cache`: each term's writer
-        starts updates of `ref` objects from it instead of a GET."""
+        """A cache of `ref` (in ``namespace`` only, if given) that runs on every replica.
+        `writer_cache`: each term's writer starts updates of `ref` objects from it instead
+        of a GET."""
         informer = Informer(
             self.watch_api,
             ref,
+            namespace=namespace,
             label_selector=label_selector,
             indexers=indexers,
             transform=transform,

@@ -112,6 +112,12 @@ class SchedulerSettings(LeaderSettings, CommonSettings):
         readable_file,
         "file with the shared liveness key(s), one per line, first signs (a mounted Secret)",
     )
+    node_key_namespace: str = setting(
+        "eipctl-node-keys",
+        parse_text,
+        "namespace of the Secrets in which the controllers hand over their nodes' own "
+        'liveness keys (docs/liveness.md, "Node keys"); empty: the cluster key only',
+    )
     claim_unpooled_external_ips: bool = setting(
         "false",
         parse_bool,
@@ -281,6 +287,18 @@ class ControllerSettings(CommonSettings):
         parse_text,
         "namespace of the Secrets a BGPPeer's passwordSecret names; the controller may read "
         "every Secret there, so it should hold BGP passwords and nothing else",
+    )
+    liveness_node_key_file: str = setting(
+        "",
+        parse_text,
+        "file with this node's own liveness key, made there (0600) if missing and handed to "
+        "the schedulers through --node-key-namespace, so that no other node can answer for "
+        'this one (docs/liveness.md, "Node keys"); empty: the cluster key only',
+    )
+    node_key_namespace: str = setting(
+        "eipctl-node-keys",
+        parse_text,
+        "namespace of the node-key Secrets: the controllers may write there, not read",
     )
 
     def check(self) -> None:

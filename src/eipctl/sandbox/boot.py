@@ -15,6 +15,7 @@ import structlog
 import yaml
 
 from eipctl.core.naming import ANNOTATION_EXTERNAL_IP, AUTO, GROUP, VERSION
+from eipctl.core.node_keys import NODE_KEY_NAMESPACE
 from eipctl.sandbox.apiserver import ApiServer
 
 log = structlog.get_logger(__name__)
@@ -160,6 +161,8 @@ def install_crds(server: ApiServer) -> list[str]:
 def seed(server: ApiServer, *, pool_cidr: str, nodes: list[str], services: int) -> None:
     """CRDs, the default pool, one Node per simulated node and the demo Services."""
     crds = install_crds(server)
+    # where the simulated nodes hand their own liveness keys to the scheduler, as in deploy/
+    server.store.create("", "namespaces", {"metadata": {"name": NODE_KEY_NAMESPACE}})
     server.store.create(GROUP, "ipclaimpools", default_pool(pool_cidr))
     for name in nodes:
         server.store.create("", "nodes", node_object(name))

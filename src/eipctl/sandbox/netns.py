@@ -121,6 +121,7 @@ class NetnsNode:
         argv += [str(f.node_kubeconfig), "--metrics-bind-address", "0"]
         argv += ["--health-probe-bind-address", "0", "--log-level", f.log_level]
         argv += ["--liveness-key-file", str(f.liveness_key_file), "--liveness-address", net.ip4]
+        argv += ["--liveness-node-key-file", str(f.state_dir / f"{self.name}.node-key")]
         self._child = Child(
             f"controller-{self.name}",
             argv,

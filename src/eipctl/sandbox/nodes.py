@@ -33,6 +33,7 @@ import structlog
 from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.controller.process import node_settings
 from eipctl.core.liveness_wire import Keyring
+from eipctl.core.node_keys import new_node_key
 from eipctl.net.link import IPAddress, parse_ip
 from eipctl.net.memory import MemoryLinkBackend, Segment
 from eipctl.runtime.config import ControllerSettings
@@ -126,6 +127,7 @@ class SimulatedNode:
         self.kube = kube
         self.settings = settings
         self.keyring = keyring
+        self.node_key = new_node_key()  # its own liveness key, kept across its restarts
         self.on_add = on_add
         self.state = NodeState.KILLED
         self.boots = 0
@@ -262,6 +264,7 @@ class SimulatedNode:
                 announcer=announcer,
                 prober=backend.probe,
                 keyring=self.keyring,
+                node_key=self.node_key,
             )
             await self.controller.run(stop)
         finally:

@@ -29,6 +29,7 @@ from eipctl.kube.client import (
     IPCLAIMS,
     IPNODES,
     NODES,
+    SECRETS,
     SERVICES,
     KubeApi,
     object_key,
@@ -46,6 +47,7 @@ from eipctl.scheduler.keys import Pass, SchedulerKey, ServiceIpKey
 from eipctl.scheduler.local_traffic import SERVICE_INDEX, LocalTraffic, slice_service
 from eipctl.scheduler.node_conditions import NodeConditions
 from eipctl.scheduler.node_eligibility import NodeEligibility
+from eipctl.scheduler.node_keys import NodeKeyCache
 from eipctl.scheduler.node_watch import NodeWatch
 from eipctl.scheduler.placing import Placer
 from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
@@ -121,6 +123,12 @@ class Scheduler:
                 nodes=lambda: len(self.liveness.known()),
             )
             m.add_runnable("liveness-prober", self._probe)
+        self.node_keys = NodeKeyCache(
+            None
+            if self.prober is None or not settings.node_key_namespace
+            else m.informer(SECRETS, namespace=settings.node_key_namespace),
+            self.prober,
+        )
         self.dead_since = self.node_watch.dead_since
         self.index = ServiceIndex()
         self.placer: Placer | None = None

@@ -33,6 +33,8 @@ from eipctl.core.liveness_wire import (
 OLD = b"old-key-0123456789abcdef"
 NEW = b"new-key-0123456789abcdef"
 KEYS = Keyring([OLD])
+KEY_A = b"node-a-own-key-0123456789"
+KEY_B = b"node-b-own-key-0123456789"
 SESSION = bytes(range(8))
 PROBE = Packet(Kind.PROBE, "node-a", SESSION, 7)
 
@@ -245,6 +247,7 @@ def test_every_reason_is_reachable() -> None:
         reason(forge(b"node-a", key=NEW)),
         reason(forge(b"node-a")[:-1] + b"\x00"),
         reason(forge(b"Node-A")),
+        reason(forge(b"node-a", kind=2), Keyring([OLD]).with_node_keys({"node-a": KEY_A})),
     }
     assert reached == WIRE_ERRORS
 
@@ -329,3 +332,99 @@ def test_a_keyring_never_shows_its_keys() -> None:
 def test_a_packet_refuses_what_it_cannot_carry(fields: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         replace(PROBE, **fields)  # type: ignore[arg-type]
+
+
+# -- node keys ([hostile]: no node answers for another) -------------------------------------
+
+SCHEDULERS = KEYS.with_node_keys({"node-a": KEY_A, "node-b": KEY_B})
+
+
+def test_node_keyed_kinds_go_under_the_nodes_own_key_peer_kinds_under_the_cluster_key() -> None:
+    kid_a = hashlib.sha256(KEY_A).digest()[:4]
+    reply = Packet(Kind.REPLY, "node-a", SESSION, 7, Flag.FENCED)
+    assert encode(reply, SCHEDULERS)[24:28] == kid_a
+    assert decode(encode(reply, SCHEDULERS), SCHEDULERS) == reply
+    assert decode(encode(reply, SCHEDULERS), SCHEDULERS).key_id == kid_a
+    probe = ProbeEncoder("node-a", SESSION, SCHEDULERS).encode(7, Flag.STANDING)
+    assert probe[24:28] == kid_a
+    query = Packet(Kind.PEER_QUERY, "node-a", SESSION, 7)
+    assert encode(query, SCHEDULERS)[24:28] == KEYS.key_ids[0]
+    assert decode(encode(query, KEYS), SCHEDULERS) == query  # peers: the cluster key
+    unkeyed = Packet(Kind.REPLY, "node-c", SESSION, 7)
+    assert encode(unkeyed, SCHEDULERS)[24:28] == KEYS.key_ids[0]
+    assert decode(encode(unkeyed, KEYS), SCHEDULERS) == unkeyed
+
+
+def test_no_node_answers_for_another_though_it_holds_the_cluster_key() -> None:
+    """The forgery of the issue: node-b, holding the cluster key and its own, forges a
+    FENCED reply (a live neighbour declared dead) and a plain one (a dead one kept alive)
+    for node-a. Both are refused; node-a's own reply is not."""
+    node_b = KEYS.with_node_keys({"node-b": KEY_B}, required=False)  # what node-b holds
+    for flags in (Flag.FENCED, Flag.NONE):
+        forged = Packet(Kind.REPLY, "node-a", SESSION, 7, flags)
+        assert reason(encode(forged, node_b), SCHEDULERS) == "owner"  # under the cluster key
+        assert reason(encode(forged, node_b, key_id=node_b.node_key_ids[0]), SCHEDULERS) == (
+            "owner"  # under node-b's own key
+        )
+    node_a = KEYS.with_node_keys({"node-a": KEY_A}, required=False)
+    genuine = Packet(Kind.REPLY, "node-a", SESSION, 7, Flag.FENCED)
+    assert decode(encode(genuine, node_a), SCHEDULERS) == genuine
+
+
+def test_a_controller_takes_probes_under_its_key_or_the_cluster_key_and_answers_in_kind() -> None:
+    """Its own keyring is not `required`: a scheduler that has not read its key yet probes
+    under the cluster key, and the reply goes back under the key the probe came under."""
+    node_a = KEYS.with_node_keys({"node-a": KEY_A}, required=False)
+    for signer in (KEYS, SCHEDULERS):
+        probe = decode(ProbeEncoder("node-a", SESSION, signer).encode(7, Flag.STANDING), node_a)
+        reply = Packet(Kind.REPLY, "node-a", SESSION, 7)
+        assert decode(encode(reply, node_a, key_id=probe.key_id), signer) == reply
+    # another node's key is no key of node-a's: refused before the MAC is even checked
+    assert (
+        reason(
+            ProbeEncoder("node-a", SESSION, KEYS.with_node_keys({"node-a": KEY_B})).encode(
+                7, Flag.NONE
+            ),
+            node_a,
+        )
+        == "key"
+    )
+
+
+@given(
+    signer=st.sampled_from(["cluster", "node-a", "node-b"]),
+    about=st.sampled_from(["node-a", "node-b", "node-c"]),
+    kind=st.sampled_from(list(Kind)),
+)
+def test_a_scheduler_accepts_a_node_keyed_packet_only_under_that_nodes_key(
+    signer: str, about: str, kind: Kind
+) -> None:
+    """Independent oracle: the rule in words. Node-keyed kinds about a keyed node: its key
+    only; about an unkeyed node, or any peer kind: the cluster key (or the node's own)."""
+    own = {"node-a": KEY_A, "node-b": KEY_B}
+    key = OLD if signer == "cluster" else own[signer]
+    ext = bytes(8) if kind.extended else b""
+    data = forge(about.encode(), key=key, kind=int(kind), ext=ext)
+    keyed = about in own
+    if kind in (Kind.PROBE, Kind.REPLY, Kind.PROBE_EXT):
+        ok = signer == about if keyed else signer == "cluster"
+    else:
+        ok = True  # a peer kind: the owner rule does not apply, every key of the ring goes
+    if ok:
+        assert decode(data, SCHEDULERS).node == about
+    else:
+        assert reason(data, SCHEDULERS) == "owner"
+
+
+def test_node_keys_are_checked_like_keys() -> None:
+    with pytest.raises(ValueError, match="at least 16"):
+        KEYS.with_node_keys({"node-a": b"short"})
+    with pytest.raises(ValueError, match="not an IpNode name"):
+        KEYS.with_node_keys({"Node_A": KEY_A})
+    with pytest.raises(ValueError, match="key id of another key"):
+        KEYS.with_node_keys({"node-a": OLD})
+    assert SCHEDULERS.node_keyed == {"node-a", "node-b"}
+    assert SCHEDULERS.key_ids == KEYS.key_ids  # node keys are no cluster keys
+    assert "node-a" not in repr(SCHEDULERS) and KEY_A.hex() not in repr(SCHEDULERS)
+    again = SCHEDULERS.with_node_keys({"node-b": KEY_B})  # replaces, does not add up
+    assert again.node_keyed == {"node-b"}

@@ -969,3 +969,49 @@ async def test_a_peer_hearing_a_writer_ends_the_round_without_waiting_for_the_ot
         answers = await querier.ask(within=40.0, resend_every=WAIT, heard_within=WAIT)
     assert [a.node for a in answers] == ["node-b"]
     assert outage_verdict(answers, known=3, heard_within=WAIT) is OutageVerdict.WRITER_HEARD
+
+
+# -- node keys: no node answers for another (docs/liveness.md "Node keys") -------------------
+
+KEY_A = b"node-a-own-liveness-key-0123"
+KEY_B = b"node-b-own-liveness-key-0123"
+
+
+async def test_a_node_with_its_own_key_is_probed_and_answers_under_it(responder, prober) -> None:
+    """Before the scheduler has read node-a's key it probes under the cluster key and
+    node-a answers under that; after, both sides use node-a's key, through the kernel
+    filters (the scheduler's stops checking key ids, node-a's admits its own)."""
+    node = responder(keys=KEYS.with_node_keys({"node-a": KEY_A}, required=False))
+    await node.start("127.0.0.1", 0)
+    scheduler, replies = prober()
+    scheduler.set_targets({"node-a": ("127.0.0.1", node.port)})
+    await eventually(lambda: len(replies.got) >= 2, "replies under the cluster key")
+    scheduler.set_node_keys({"node-a": KEY_A})
+    before = len(replies.got)
+    await eventually(lambda: len(replies.got) >= before + 3, "replies under node-a's key")
+    assert set(replies.got) == {("node-a", Flag.EXTENDED)}
+
+
+async def test_a_scheduler_that_knows_a_nodes_key_takes_no_reply_for_it_under_another(
+    prober, fake_node: socket.socket, python_checks: None
+) -> None:
+    """The forger holds the cluster key and its own node key: neither makes a reply for
+    node-a count, FENCED (a live node declared dead) or plain (a dead one kept alive)."""
+    scheduler, replies = prober()
+    scheduler.set_node_keys({"node-a": KEY_A, "node-b": KEY_B})
+    scheduler.set_targets({"node-a": ("127.0.0.1", port_of(fake_node))})
+    forger = KEYS.with_node_keys({"node-b": KEY_B}, required=False)
+    before = rejected("prober", "owner")
+    async with asyncio.timeout(WAIT):
+        data, source = await asyncio.get_running_loop().sock_recvfrom(fake_node, 2048)
+    probe = decode(data, KEYS.with_node_keys({"node-a": KEY_A}))
+    assert probe.key_id == KEYS.with_node_keys({"node-a": KEY_A}).node_key_ids[0]
+    for flags in (Flag.FENCED, Flag.NONE):
+        forged = Packet(Kind.REPLY, "node-a", probe.session, probe.seq, flags)
+        fake_node.sendto(encode(forged, forger), source)  # the cluster key
+        fake_node.sendto(encode(forged, forger, key_id=forger.node_key_ids[0]), source)
+    await eventually(lambda: rejected("prober", "owner") == before + 4, "four forgeries refused")
+    assert replies.got == []
+    genuine = Packet(Kind.REPLY, "node-a", probe.session, probe.seq, Flag.NONE)
+    fake_node.sendto(encode(genuine, KEYS.with_node_keys({"node-a": KEY_A})), source)
+    await eventually(lambda: replies.got == [("node-a", Flag.NONE)], "node-a's own reply")

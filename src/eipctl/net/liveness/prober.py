@@ -103,7 +103,8 @@ class LivenessProber:
             raise ValueError("interval must be a positive number of seconds")
         if window < 1:
             raise ValueError("window must be at least 1 round")
-        self._keyring = keyring
+        self._cluster_keys = keyring
+        self._keyring = keyring  # the cluster keys, plus the node keys once known
         self._interval = interval
         self._on_reply = on_reply
         self._window = window
@@ -157,6 +158,20 @@ class LivenessProber:
                 probe = ProbeEncoder(node, self._session, self._keyring)
                 fresh[node] = _Target(node, (host, port), self._seq, probe)
         self._targets = fresh
+
+    def set_node_keys(self, node_keys: Mapping[str, bytes]) -> None:
+        """The nodes' own keys (node -> key, docs/liveness.md "Node keys"), replacing those
+        known before: probes to a node with a key are signed with it, and its replies are
+        accepted under it only (no other node can answer for it). Raises ValueError (and
+        changes nothing) for an unusable key."""
+        keyring = self._cluster_keys.with_node_keys(node_keys)
+        before = self._keyring
+        self._keyring = keyring
+        for node, target in self._targets.items():
+            if keyring.signer(node, Kind.PROBE) != before.signer(node, Kind.PROBE):
+                target.probe = ProbeEncoder(node, self._session, keyring)
+        if bool(before.node_keyed) != bool(keyring.node_keyed):
+            self._refilter()  # the filter checks key ids only while there are no node keys
 
     async def run(self) -> None:
         """Probe until cancelled (or closed): one round per ``interval``, on a fixed cadence.
@@ -321,14 +336,19 @@ class LivenessProber:
 
     def _attach(self, family: socket.AddressFamily, sock: DatagramSocket) -> None:
         denied = [s for s in self._denials.denied if family_of(s) == family]
-        sock.attach(prober_filter(self._session, self._keyring.key_ids, denied=denied))
+        key_ids = None if self._keyring.node_keyed else self._keyring.key_ids
+        sock.attach(prober_filter(self._session, key_ids, denied=denied))
 
     def _refilter(self) -> None:
         for family, sock in self._sockets.items():
             self._attach(family, sock)
 
     def _refuse(self, reason: str, addr: tuple[Any, ...]) -> None:
-        filtered = reason in FILTERED and any(s.filtered for s in self._sockets.values())
+        filtered = (
+            reason in FILTERED
+            and not (reason == "key" and self._keyring.node_keyed)  # key ids unchecked then
+            and any(s.filtered for s in self._sockets.values())
+        )
         weight = sample_weight(filtered)
         self._drops.rejected(reason, addr, weight)
         self._denials.refused(addr, weight, reason)

@@ -149,7 +149,11 @@ class LivenessResponder:
     def _refilter(self) -> None:
         if self._socket is not None:
             self._socket.attach(
-                responder_filter(self._node, self._keyring.key_ids, denied=self._denials.denied)
+                responder_filter(
+                    self._node,
+                    (*self._keyring.key_ids, *self._keyring.node_key_ids),
+                    denied=self._denials.denied,
+                )
             )
 
     def close(self) -> None:
@@ -216,7 +220,8 @@ class LivenessResponder:
             self._drops.failed("flags", exc)
             return
         reply = Packet(Kind.REPLY, packet.node, packet.session, packet.seq, flags)
-        if self.send(encode(reply, self._keyring), addr):
+        # under the key the probe came under: this node's own once a scheduler has read it
+        if self.send(encode(reply, self._keyring, key_id=packet.key_id), addr):
             LIVENESS_REPLIES_SENT.inc()
 
     def _probed(self, probe: Packet) -> None:

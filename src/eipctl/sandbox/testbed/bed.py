@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from eipctl.core.node_keys import NODE_KEY_NAMESPACE
 from eipctl.sandbox.namespaces import Namespace
 from eipctl.sandbox.relay import NODE_API_PORT, ApiRelay
 from eipctl.sandbox.testbed.client import Client
@@ -88,6 +89,7 @@ class LocalBed(BedFaults, BedRollouts):
         self.loop = BackgroundLoop("bed")
         self.kube = Kube(self.loop, self.run_dir / "kubeconfig")
         self.kube.ensure_namespace(LEASE_NAMESPACE)
+        self.kube.ensure_namespace(NODE_KEY_NAMESPACE)  # as deploy/namespace.yaml makes it
         self.network.build()
         assert self.network.client is not None
         self.client = Client(self.network.client.name)
@@ -161,6 +163,8 @@ class LocalBed(BedFaults, BedRollouts):
         for node in self.network.nodes:
             flags = ["controller", "--node-name", node.name, "--iface", "eth0", *common]
             flags += [*self._kubeconfig(node.name), *key, "--liveness-address", node.ip4]
+            # its own liveness key, kept across its restarts as on a real node's disk
+            flags += ["--liveness-node-key-file", str(self.run_dir / f"{node.name}.node-key")]
             flags += (FAST_CONTROLLER_FLAGS if self.options.fast else []) + list(
                 self.options.controller_flags
             )

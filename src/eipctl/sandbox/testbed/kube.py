@@ -229,6 +229,17 @@ class Kube:
             if exc.status != 409:
                 raise
 
+    def node_key_secrets(self, namespace: str) -> list[str]:
+        """The names of the node-key Secrets (docs/liveness.md "Node keys")."""
+        found = self._raw(self.core.list_namespaced_secret, namespace)
+        return sorted(item["metadata"]["name"] for item in found.get("items", []))
+
+    def delete_node_key_secrets(self, namespace: str) -> None:
+        """What an operator does before rolling the controllers back under schedulers that
+        know node keys (docs/operations.md, "Upgrade")."""
+        for name in self.node_key_secrets(namespace):
+            self._raw(self.core.delete_namespaced_secret, name, namespace)
+
     def delete_pod(self, name: str, namespace: str) -> None:
         self._raw(self.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
 
