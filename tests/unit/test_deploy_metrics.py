@@ -322,6 +322,7 @@ def test_every_shipped_alert_names_a_documented_metric(full: list[Doc]) -> None:
         "EipctlHoldingThroughApiOutage",
         "EipctlNodeFenced",
         "EipctlLivenessFlooded",
+        "EipctlLivenessNodeImpersonated",
     }
     for rule in rules:
         named = set(METRIC.findall(rule["expr"]))
