@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from eipctl.core.fence import Fence, FenceTransition, Justification
+from eipctl.core.fence import Fence, FenceTransition
 from eipctl.core.fields import ResourceError
 from eipctl.core.ipnode import IpNode
 from eipctl.core.liveness_wire import Flag, Keyring
@@ -40,7 +40,9 @@ from .fencing import FenceWatch
 from .flood_events import FloodEvents
 from .heartbeat import Endpoint, Heartbeat, register
 from .link_reconciler import LinkReconciler, ReconcilerSettings
+from .liveness_endpoint import own_address
 from .node_key import publish as publish_node_key
+from .outage_events import OutageEvents
 from .peer_list import PeerList
 from .pools import PoolCache
 from .reachability import ApiReachability
@@ -150,7 +152,7 @@ class NodeController:
             ask_peers=None if self.peers is None else self.peers.verdict,
             mismatch_since=lambda: self.vouching.mismatch_since,
             relist=self._relist,
-            on_outage=self._on_outage,
+            on_outage=OutageEvents(self.events, settings.node).report,
             clock=loop_clock,
         )
         self.fence_watch.justify = self.reachability.justify
@@ -248,24 +250,10 @@ class NodeController:
         if self.responder is None:
             return
         s = self.settings
-        address = s.liveness_address or await self._own_address()
+        address = s.liveness_address or await own_address(self._backend, s.link)
         await self.responder.start(address, s.liveness_port)
         self.liveness_endpoint = (address, self.responder.port)
         log.info("liveness.listening", node=s.node, address=address, port=self.responder.port)
-
-    async def _own_address(self) -> str:
-        """The first address on our link that is not eipctl's and not a host route (an
-        administrator's /32 or /128): the node's own address on the node network."""
-        addresses = await self._backend.list_all(self.settings.link)
-        own = [a for a in addresses if not a.managed and a.prefixlen < a.ip.max_prefixlen]
-        own = [a for a in own if not a.ip.is_link_local]
-        if not own:
-            raise RuntimeError(
-                f"no address on {self.settings.link} to answer liveness probes on: "
-                "set --liveness-address"
-            )
-        own.sort(key=lambda a: a.ip.version)  # IPv4 first
-        return str(own[0].ip)
 
     def _router_id(self) -> str:
         """FRR's router-id: the node's IPv4 liveness address; "" lets FRR choose."""
@@ -291,20 +279,6 @@ class NodeController:
         if self._refresh is not None:
             self._refresh.cancel()
         self._refresh = self.claims.start_refresh()
-
-    def _on_outage(self, reason: Justification | None, seconds: float) -> None:
-        node = self.settings.node
-        if reason is not None:
-            log.warning("outage.hold", node=node, reason=reason.value, held_for=round(seconds, 3))
-            return
-        log.warning("outage.over", node=node, held_for=round(seconds, 3))
-        involved = reference(API_VERSION, "IpNode", {"metadata": {"name": node}})
-        self.events.emit(
-            involved,
-            "Normal",
-            "ApiReturned",
-            f"the API answers again after {seconds:.1f}s; {node} kept its addresses meanwhile",
-        )
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.create_task(coro, name=name))

@@ -18,8 +18,9 @@ IpNode carries (read from the object, or written by us) and marks a node when
 - its IpNode's Live condition moves under us, or the IpNode is created (re-created)
   (`observe`, the IpNodes informer): somebody else's edit is put right at the next pass,
   as it was when every pass looked at every node;
-- its write failed (retried at the next pass; NotFound is not: the object is gone, and its
-  re-creation is an informer event that marks it).
+- its write failed (retried at the next pass, which it asks for; NotFound is not: the object
+  is gone, and its re-creation is an informer event that marks it); or its write ended with
+  the verdict moved on meanwhile (a pass is asked for too).
 A full walk, comparing every IpNode in the informer's cache with the verdict, runs at the
 term's first pass (a new leader corrects whatever the previous one left and whatever changed
 while it stood by) and then at the first pass `FULL_WALK_INTERVAL` (30 s) after the
@@ -79,7 +80,13 @@ class NodeConditions:
         *,
         clock: Callable[[], float],
         full_walk_interval: float = FULL_WALK_INTERVAL,
+        kick: Callable[[], None] | None = None,
     ) -> None:
+        """``kick``: asks for a pass (the scheduler enqueues one) when a write ends with the
+        node marked again: the verdict moved on while it was written, or it failed. Without
+        it that mark waited for a pass something else started, which a quiet cluster never
+        does: the Live condition stayed stale (seen at 200 nodes booting under load)."""
+        self._kick = kick
         self._nodes = nodes
         self._liveness = liveness
         self._writer = writer
@@ -187,11 +194,18 @@ class NodeConditions:
         except Exception as exc:
             log.warning("ipnode.live_write_failed", node=node, error=repr(exc))
             self._marked.add(node)  # the next pass tries again
+            self._ask_for_pass()
             return
         log.info("ipnode.live_written", node=node, live=live, reason=reason)
         if node in self._carried:  # else deleted meanwhile
             self._carried[node] = (live, reason)
             self.changed(node)  # the verdict may have moved on while we wrote
+            if node in self._marked:
+                self._ask_for_pass()
+
+    def _ask_for_pass(self) -> None:
+        if self._kick is not None:
+            self._kick()
 
     async def close(self) -> None:
         tasks = list(self._inflight.values())

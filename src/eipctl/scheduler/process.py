@@ -204,7 +204,13 @@ class Scheduler:
             returned_at=self.node_watch.returned_at,
             hold_down=s.node_hold_down,
         )
-        conditions = NodeConditions(self.nodes, self.liveness, term.writer, clock=self.now)
+        conditions = NodeConditions(
+            self.nodes,
+            self.liveness,
+            term.writer,
+            clock=self.now,
+            kick=lambda: self.manager.enqueue(Pass.PLACE),
+        )
         eligibility = NodeEligibility(
             self.nodes, term.writer, kick=lambda delay: queue.add_after(Pass.PLACE, delay)
         )

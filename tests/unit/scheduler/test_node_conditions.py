@@ -388,6 +388,28 @@ async def test_a_verdict_that_moves_back_during_its_write_is_written_again(
     assert bed.live("node-001") == LIVE
 
 
+async def test_the_end_of_a_write_overtaken_by_the_verdict_asks_for_a_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing else may start a pass in a quiet cluster: without the ask, the Fenced
+    written last stayed on the IpNode of a live node (seen at 200 nodes booting)."""
+    monkeypatch.setattr(node_conditions, "WRITE_WAIT", 0.01)
+    asked: list[str] = []
+    bed = Bed(3, kick=lambda: asked.append("pass"))
+    await bed.sync()
+    bed.writer.gate = asyncio.Event()
+    bed.reply("node-001", at=0.1, flags=Flag.FENCED)
+    assert await bed.sync() == 1  # the write of Fenced hangs
+    bed.reply("node-001", at=0.2)  # live again while it is written
+    bed.writer.gate.set()
+    await settle()
+    assert asked == ["pass"]
+    assert await bed.sync() == 1  # the pass asked for writes Live again
+    assert bed.live("node-001") == LIVE
+    await settle()
+    assert asked == ["pass"]  # a write the verdict agrees with asks for nothing
+
+
 def test_the_pass_waits_for_its_writes_at_most_write_wait(
     run_virtual: Callable[[Coroutine[Any, Any, None]], None],
 ) -> None:
