@@ -35,21 +35,35 @@ RETRY_MAX: Final = 60.0
 WRITE_TIMEOUT: Final = 10.0
 
 
-def load_or_create(path: str) -> bytes:
+def load_or_create(path: str) -> bytes | None:
     """The node key in ``path``; a new one written there (0600, directories made) if the
-    file does not exist. ValueError names the path of a file that holds no key."""
+    file does not exist. A file that holds no key is moved aside (``<path>.unreadable``,
+    for whoever wants to look) and replaced by a new key: the new Secret reaches the
+    schedulers as any restart's would. None, logged as an error, if the key can be neither
+    read nor written (the node then runs under the cluster key only, as before node keys)."""
     file = Path(path)
     try:
-        return parse_node_key_text(file.read_text(encoding="ascii"))
-    except FileNotFoundError:
-        pass
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
-    key = new_node_key()
-    file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        out.write(node_key_text(key))
+        try:
+            return parse_node_key_text(file.read_text(encoding="ascii"))
+        except FileNotFoundError:
+            pass
+        except (ValueError, UnicodeDecodeError) as exc:
+            aside = file.with_name(file.name + ".unreadable")
+            file.replace(aside)
+            log.error("node_key.unreadable", path=path, error=str(exc), moved_to=str(aside))
+        key = new_node_key()
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(node_key_text(key))
+    except OSError as exc:
+        log.error(
+            "node_key.unusable",
+            path=path,
+            error=str(exc),
+            effect="probes and replies stay under the cluster key",
+        )
+        return None
     log.info("node_key.created", path=path, key_id=key_id(key).hex())
     return key
 

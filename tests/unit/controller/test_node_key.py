@@ -22,9 +22,21 @@ def test_a_key_is_made_once_and_kept(tmp_path: Path) -> None:
     key = load_or_create(str(path))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert load_or_create(str(path)) == key  # a restart: the same key
-    (tmp_path / "junk").write_text("not a key\n")
-    with pytest.raises(ValueError, match="junk"):
-        load_or_create(str(tmp_path / "junk"))
+
+
+def test_a_file_without_a_key_is_moved_aside_and_replaced(tmp_path: Path) -> None:
+    """Bad input on the node's disk: a clear error, a new key, the process goes on."""
+    junk = tmp_path / "liveness-node.key"
+    junk.write_text("not a key\n")
+    key = load_or_create(str(junk))
+    assert key is not None and load_or_create(str(junk)) == key
+    assert (tmp_path / "liveness-node.key.unreadable").read_text() == "not a key\n"
+
+
+def test_a_key_that_can_be_neither_read_nor_written_is_none(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    assert load_or_create(str(blocker / "liveness-node.key")) is None
 
 
 class Api:
