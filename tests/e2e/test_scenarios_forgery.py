@@ -18,8 +18,13 @@ from pathlib import Path
 import pytest
 
 from eipctl.core.node_keys import NODE_KEY_NAMESPACE, node_key_secret, parse_node_key_text
-from eipctl.sandbox.testbed import LocalBed, wait_for
-from eipctl.sandbox.testbed.checks import placement, spread_services
+from eipctl.sandbox.testbed import LocalBed
+from eipctl.sandbox.testbed.checks import (
+    forget_node_keys,
+    placement,
+    spread_services,
+    wait_node_keys,
+)
 
 pytestmark = [pytest.mark.netns]
 
@@ -102,38 +107,13 @@ def _verdicts(bed: LocalBed, offsets: dict[str, int], event: str, node: str) -> 
 
 
 def _keys_known(bed: LocalBed) -> None:
-    wait_for(
-        lambda: all(
-            f"event='node_key.learned' node='{n}'" in s.log_since(0)
-            for s in bed.schedulers
-            for n in bed.node_names
-        ),
-        20,
-        what="every scheduler replica to know every node's own key",
-    )
+    wait_node_keys(bed, "node_key.learned", {}, 20)
 
 
 def _owner_refusals(bed: LocalBed, offsets: dict[str, int]) -> int:
     """Scheduler log lines reporting replies refused as ``owner`` (another node's key, or
     the cluster key for a node with a key of its own; reported at most every few seconds)."""
     return sum(s.log_since(offsets[s.name]).count("reason='owner'") for s in bed.schedulers)
-
-
-def _forget_keys(bed: LocalBed) -> dict[str, int]:
-    """The Secrets deleted: the schedulers go back to the cluster key. Returns the log
-    offsets from before, for `_hand_keys_over_again`."""
-    offsets = {s.name: s.log_size() for s in bed.schedulers}
-    bed.kube.delete_node_key_secrets(NODE_KEY_NAMESPACE)
-    wait_for(
-        lambda: all(
-            f"event='node_key.forgotten' node='{n}'" in s.log_since(offsets[s.name])
-            for s in bed.schedulers
-            for n in bed.node_names
-        ),
-        10,
-        what="the schedulers to drop the node keys",
-    )
-    return offsets
 
 
 def _hand_keys_over_again(bed: LocalBed, offsets: dict[str, int]) -> None:
@@ -143,15 +123,7 @@ def _hand_keys_over_again(bed: LocalBed, offsets: dict[str, int]) -> None:
         key = parse_node_key_text((bed.run_dir / f"{name}.node-key").read_text())
         secret = node_key_secret(name, key, NODE_KEY_NAMESPACE)
         bed.kube.kubectl("apply", "-f", "-", stdin=json.dumps(secret))
-    wait_for(
-        lambda: all(
-            f"event='node_key.learned' node='{n}'" in s.log_since(offsets[s.name])
-            for s in bed.schedulers
-            for n in bed.node_names
-        ),
-        20,
-        what="the schedulers to learn the node keys again",
-    )
+    wait_node_keys(bed, "node_key.learned", offsets, 20)
 
 
 def test_a_taken_over_node_cannot_get_a_live_neighbour_declared_fenced(
@@ -208,7 +180,7 @@ def test_a_taken_over_node_cannot_keep_a_killed_neighbour_alive(local_bed: Local
     assert moved_after is not None, "node-1's claims did not move"
     print(f"with node keys: node-1 declared dead, its claims moved within {SECONDS:g}s")
 
-    forgotten_at = _forget_keys(bed)
+    forgotten_at = forget_node_keys(bed, NODE_KEY_NAMESPACE)
     try:
         placed = spread_services(bed, "undead-control")
         deaths, moved_after = _kill_node_1_while_forging(bed, placed)

@@ -31,6 +31,7 @@ from eipctl.core.node_keys import NODE_KEY_NAMESPACE
 from eipctl.sandbox.testbed import LocalBed, wait_for
 from eipctl.sandbox.testbed.checks import (
     create_services,
+    forget_node_keys,
     placement,
     wait_answered_by,
     wait_bound,
@@ -93,17 +94,7 @@ def _forget_node_keys(bed: LocalBed) -> None:
     a scheduler that knows a node's own key probes it under that key, which an old
     controller cannot read (docs/operations.md, "Upgrade"). Without the Secrets the
     schedulers go back to the cluster key, which this release's controllers answer too."""
-    offsets = {s.name: s.log_size() for s in bed.schedulers}
-    bed.kube.delete_node_key_secrets(NODE_KEY_NAMESPACE)
-    wait_for(
-        lambda: all(
-            f"event='node_key.forgotten' node='{n}'" in s.log_since(offsets[s.name])
-            for s in bed.schedulers
-            for n in bed.node_names
-        ),
-        10,
-        what="every scheduler to drop every node key",
-    )
+    forget_node_keys(bed, NODE_KEY_NAMESPACE)
 
 
 def _roll_schedulers(bed: LocalBed, src: Path | None) -> None:

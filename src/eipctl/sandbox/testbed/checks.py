@@ -112,3 +112,28 @@ def wait_moved_off(
         return placed if all(placed.get(ip) not in (None, node) for ip in ips) else None
 
     return dict(wait_for(moved, timeout, interval=0.05, what=f"{ips} bound off {node}"))
+
+
+def wait_node_keys(bed: Any, event: str, offsets: dict[str, int], timeout: float) -> None:
+    """Until every scheduler replica has logged ``event`` (``node_key.learned`` or
+    ``node_key.forgotten``) for every node since its log ``offsets``."""
+    wait_for(
+        lambda: all(
+            f"event='{event}' node='{n}'" in s.log_since(offsets.get(s.name, 0))
+            for s in bed.schedulers
+            for n in bed.node_names
+        ),
+        timeout,
+        what=f"every scheduler replica's {event} for every node",
+    )
+
+
+def forget_node_keys(bed: Any, namespace: str) -> dict[str, int]:
+    """Delete the node-key Secrets (the schedulers go back to the cluster key: what an
+    operator does before rolling controllers back, docs/operations.md "Upgrade") and wait
+    until every replica has dropped every key. Returns the schedulers' log offsets from
+    before, for a later `wait_node_keys(..., "node_key.learned", ...)`."""
+    offsets = {s.name: s.log_size() for s in bed.schedulers}
+    bed.kube.delete_node_key_secrets(namespace)
+    wait_node_keys(bed, "node_key.forgotten", offsets, 10)
+    return offsets
