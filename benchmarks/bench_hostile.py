@@ -24,6 +24,11 @@ with each kind of datagram of the [hostile] issue:
   ``peer-query`` (another node asking node-1 whether it hears a writer) and ``peer-reply``
   (an answer to a query node-1 never sent).
 
+With ``--spoof`` every datagram carries a forged source (a raw socket): at the responder
+the schedulers' address, at a scheduler node-1's, the sources the flood guard never denies
+once they have been answered ten times (docs/liveness.md, "Under attack"). This is the
+attacker that can forge source addresses, which most CNIs stop and a node's root can do.
+
 Per step (`--seconds`, default 60): datagrams sent and the rate reached, the victim
 process's CPU (% of one core, from /proc), its socket's kernel drops (`ss -uanm` in its
 namespace: the filter's refusals and full-buffer drops), node.dead verdicts on live nodes in
@@ -32,6 +37,7 @@ went unanswered, and whether every IP is held by one node afterwards. Nothing is
 
 Run as root: python benchmarks/bench_hostile.py [--seconds 60] [--rate 200000]
 [--only responder,leader,standby] [--kinds garbage,key-id,mac,short,long,replay,probe-ext,...]
+[--spoof]
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ from eipctl.core.liveness_wire import (
 from eipctl.net.liveness import read_keyring
 from eipctl.sandbox.testbed import BedOptions, LocalBed, install_signal_handlers, wait_for
 from eipctl.sandbox.testbed.checks import placement, spread_services
+from eipctl.sandbox.testbed.network import CONTROL4
 from figures import machine, skip_unless_root
 
 ATTACKER4 = "198.51.100.250"
@@ -70,12 +77,14 @@ LIVENESS_PORT = 9473
 
 SENDER_C = r"""
 /* flood: send UDP datagrams to one address at a paced rate, then stop.
-   usage: flood IP PORT RATE SECONDS MODE HEX
+   usage: flood IP PORT RATE SECONDS MODE HEX [SOURCE]
    MODE: exact (HEX as is), random (random bytes, as many as HEX has), mac (HEX with its
-   last 16 bytes random), keyid (HEX with bytes 24..27 random). Prints "sent seconds". */
+   last 16 bytes random), keyid (HEX with bytes 24..27 random). SOURCE: an IPv4 address to
+   forge as the source (a raw socket writes the IP and UDP headers). Prints "sent seconds". */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +100,9 @@ static double now(void) {
   struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 int main(int argc, char **argv) {
-  if (argc != 7) { fprintf(stderr, "usage: flood IP PORT RATE SECONDS MODE HEX\n"); return 2; }
+  if (argc != 7 && argc != 8) {
+    fprintf(stderr, "usage: flood IP PORT RATE SECONDS MODE HEX [SOURCE]\n"); return 2;
+  }
   double rate = atof(argv[3]), seconds = atof(argv[4]);
   const char *mode = argv[5], *hex = argv[6];
   size_t len = strlen(hex) / 2;
@@ -99,20 +110,35 @@ int main(int argc, char **argv) {
   unsigned char tmpl[1024];
   for (size_t i = 0; i < len; i++) sscanf(hex + 2 * i, "%2hhx", &tmpl[i]);
   rng ^= (unsigned long long)getpid() << 20;
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  int spoof = argc == 8;
+  size_t off = spoof ? 28 : 0; /* the IPv4 and UDP headers a raw socket sends */
+  int fd = spoof ? socket(AF_INET, SOCK_RAW, IPPROTO_RAW) : socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) { perror("socket"); return 1; }
   int big = 1 << 22;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-  struct sockaddr_in to = {0};
+  struct sockaddr_in to = {0}, from = {0};
   to.sin_family = AF_INET; to.sin_port = htons(atoi(argv[2]));
   if (inet_pton(AF_INET, argv[1], &to.sin_addr) != 1) return 2;
-  if (connect(fd, (struct sockaddr *)&to, sizeof to) != 0) { perror("connect"); return 1; }
-  static unsigned char buf[BATCH][1024];
+  if (spoof && inet_pton(AF_INET, argv[7], &from.sin_addr) != 1) return 2;
+  if (!spoof && connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
+    perror("connect"); return 1;
+  }
+  unsigned char head[28] = {0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17};
+  size_t total_len = 28 + len;
+  head[2] = (unsigned char)(total_len >> 8); head[3] = (unsigned char)total_len;
+  memcpy(head + 12, &from.sin_addr, 4); memcpy(head + 16, &to.sin_addr, 4);
+  head[20] = 0x9c; head[21] = 0x40; /* source port 40000 */
+  memcpy(head + 22, &to.sin_port, 2);
+  head[24] = (unsigned char)((8 + len) >> 8); head[25] = (unsigned char)(8 + len);
+  static unsigned char buf[BATCH][1100];
   struct mmsghdr msgs[BATCH]; struct iovec iov[BATCH];
   memset(msgs, 0, sizeof msgs);
   for (int i = 0; i < BATCH; i++) {
-    memcpy(buf[i], tmpl, len);
-    iov[i].iov_base = buf[i]; iov[i].iov_len = len;
+    if (spoof) memcpy(buf[i], head, off);
+    memcpy(buf[i] + off, tmpl, len);
+    iov[i].iov_base = buf[i]; iov[i].iov_len = off + len;
     msgs[i].msg_hdr.msg_iov = &iov[i]; msgs[i].msg_hdr.msg_iovlen = 1;
+    if (spoof) { msgs[i].msg_hdr.msg_name = &to; msgs[i].msg_hdr.msg_namelen = sizeof to; }
   }
   long total = (long)(rate * seconds), sent = 0;
   double start = now(), t = 0;
@@ -122,10 +148,11 @@ int main(int argc, char **argv) {
     if (sent >= due) { struct timespec nap = {0, 50000}; nanosleep(&nap, NULL); continue; }
     int n = (due - sent) < BATCH ? (int)(due - sent) : BATCH;
     for (int i = 0; i < n; i++) {
-      if (!strcmp(mode, "random")) for (size_t j = 0; j < len; j++) buf[i][j] = next_byte();
+      unsigned char *p = buf[i] + off;
+      if (!strcmp(mode, "random")) for (size_t j = 0; j < len; j++) p[j] = next_byte();
       else if (!strcmp(mode, "mac"))
-        for (size_t j = len - 16; j < len; j++) buf[i][j] = next_byte();
-      else if (!strcmp(mode, "keyid")) for (size_t j = 24; j < 28; j++) buf[i][j] = next_byte();
+        for (size_t j = len - 16; j < len; j++) p[j] = next_byte();
+      else if (!strcmp(mode, "keyid")) for (size_t j = 24; j < 28; j++) p[j] = next_byte();
     }
     int r = sendmmsg(fd, msgs, n, 0);
     if (r > 0) sent += r;
@@ -241,6 +268,7 @@ def step(
     rate: float,
     keys: Keyring,
     workdir: Path,
+    spoof: bool = False,
 ) -> str:
     bed.reset()
     placed = spread_services(bed, "fl")
@@ -273,6 +301,7 @@ def step(
         valid = encode(Packet(Kind.REPLY, "node-1", secrets.token_bytes(8), 1, Flag.NONE), keys)
         if kind == "replay":  # a real reply to this replica, in its session, recorded
             valid = capture(ns, f"udp and src {node1.ip4} and dst port {port}", workdir)
+    source = [] if not spoof else [CONTROL4 if target == "responder" else node1.ip4]
     mode, template = datagram(kind, valid)
     assert victim.pid is not None
     offsets = {s.name: s.log_size() for s in bed.schedulers}
@@ -284,7 +313,7 @@ def step(
         out = subprocess.run(
             [
                 "ip", "netns", "exec", attacker, str(sender), host, str(port), str(rate),
-                str(seconds), mode, template.hex(),
+                str(seconds), mode, template.hex(), *source,
             ],
             capture_output=True, text=True, check=True, timeout=seconds + 30,
         ).stdout.split()  # fmt: skip
@@ -300,7 +329,8 @@ def step(
     after = wait_for(lambda: placement(bed.kube.claims()) or None, 30, what="the claims")
     single = all(bed.holders(ip) == [after.get(ip)] for ip in placed)
     return (
-        f"  {target:<9} {kind:<8} sent {sent:>9,} ({sent / took / 1000:6.1f}k/s)  "
+        f"  {target:<9} {kind:<8}{' spoofed' if spoof else ''} "
+        f"sent {sent:>9,} ({sent / took / 1000:6.1f}k/s)  "
         f"victim CPU {cpu * 100:5.1f} %  kernel drops {drops:>9,}  "
         f"node.dead {deaths:>2}  moved {moved:>2}  longest dark {dark * 1000:5.0f} ms  "
         f"one holder each {'yes' if single else 'NO'}"
@@ -313,6 +343,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=200_000.0, help="datagrams/s asked for")
     parser.add_argument("--only", type=lambda t: t.split(","), default=list(TARGETS))
     parser.add_argument("--kinds", type=lambda t: t.split(","), default=[*KINDS, *RESPONDER_KINDS])
+    parser.add_argument(
+        "--spoof", action="store_true", help="forge the source: a scheduler's, or node-1's"
+    )
     args = parser.parse_args()
     skip_unless_root("bench_hostile")
     if shutil.which("gcc") is None:
@@ -341,6 +374,7 @@ def main() -> int:
                         args.rate,
                         keys,
                         Path(tmp),
+                        args.spoof,
                     ),
                     flush=True,
                 )

@@ -33,44 +33,31 @@ FORGER_NODE = "node-2"
 SECONDS = 5.0
 
 FORGER = r"""
-import socket, struct, sys, time
+import socket, sys, time
 from eipctl.core.liveness_wire import Flag, Keyring, Kind, Packet, WireError, decode, encode
+from eipctl.sandbox.forgery import Forger
 key_file, node_key_file, me, victim, victim_ip, mode, seconds = sys.argv[1:8]
 cluster = Keyring.from_text(open(key_file).read())
 ring = cluster.with_node_keys({me: bytes.fromhex(open(node_key_file).read().strip())}, required=False)
 flags = Flag.EXTENDED | (Flag.FENCED if mode == "fenced" else Flag.NONE)
-sniff = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800))
-sniff.bind(("eth0", 0))
-sniff.settimeout(0.2)
-raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+forger = Forger()
 seen = sent = 0
 end = time.monotonic() + float(seconds)
 while time.monotonic() < end:
+    got = forger.next_liveness()
+    if got is None:
+        continue
+    scheduler, _, sport, payload = got
     try:
-        data = sniff.recv(4096)
-    except socket.timeout:
-        continue
-    ihl = (data[0] & 15) * 4
-    if data[9] != 17 or len(data) < ihl + 8:
-        continue
-    sport, dport = struct.unpack("!HH", data[ihl : ihl + 4])
-    if dport != 9473:
-        continue
-    try:
-        probe = decode(data[ihl + 8 :], ring)  # a scheduler's probe of this node
+        probe = decode(payload, ring)  # a scheduler's probe of this node
     except WireError:
         continue
     if probe.kind not in (Kind.PROBE, Kind.PROBE_EXT) or probe.node != me:
         continue
     seen += 1
-    scheduler = data[12:16]
     forged = Packet(Kind.REPLY, victim, probe.session, probe.seq, flags)
     for kid in (None, ring.node_key_ids[0]):  # under the cluster key, and under my own
-        body = encode(forged, ring, key_id=kid)
-        udp = struct.pack("!HHHH", 9473, sport, 8 + len(body), 0) + body
-        head = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
-                           socket.inet_aton(victim_ip), scheduler)
-        raw.sendto(head + udp, (socket.inet_ntoa(scheduler), 0))
+        forger.send(socket.inet_aton(victim_ip), scheduler, sport, encode(forged, ring, key_id=kid))
         sent += 1
 print(seen, sent)
 """

@@ -323,6 +323,7 @@ def test_every_shipped_alert_names_a_documented_metric(full: list[Doc]) -> None:
         "EipctlNodeFenced",
         "EipctlLivenessFlooded",
         "EipctlLivenessNodeImpersonated",
+        "EipctlLivenessPeerImpersonated",
     }
     for rule in rules:
         named = set(METRIC.findall(rule["expr"]))

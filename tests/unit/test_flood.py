@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eipctl.core.flood import MAX_TRACKED, FloodGuard
+from eipctl.core.flood import MAX_PORTS, MAX_TRACKED, FloodGuard
 from eipctl.core.liveness_filter import MAX_DENIED
 
 ATTACKER = "198.51.100.66"
@@ -107,3 +107,38 @@ def test_nonsense_settings_are_refused() -> None:
         FloodGuard(limit=0)
     with pytest.raises(ValueError):
         FloodGuard(window=0)
+
+
+def test_a_trusted_source_flooding_from_another_port_is_denied_but_from_its_ports() -> None:
+    """A flood that forges the scheduler's address (a raw socket) comes from a port the
+    scheduler's probes never came from: denied except the scheduler's own port."""
+    guard = FloodGuard(limit=10, window=1.0, deny_for=30.0)
+    guard.accepted(SCHEDULER, 100.0, port=40123)
+    for _ in range(12):  # over the limit, all from the trusted port: never denied
+        assert guard.refused(SCHEDULER, 100.1, port=40123) is None
+    denial = guard.refused(SCHEDULER, 100.2, port=5555)  # one more, from elsewhere
+    assert denial is not None and denial.allowed_ports == {40123}
+    assert guard.denials == {SCHEDULER: frozenset({40123})}
+
+
+def test_a_trusted_source_without_a_known_port_is_never_denied() -> None:
+    guard = FloodGuard(limit=2, window=1.0)
+    guard.accepted(SCHEDULER, 100.0)  # no port given: the old rule
+    for _ in range(10):
+        assert guard.refused(SCHEDULER, 100.1, port=5555) is None
+    assert guard.refused(ATTACKER, 100.1, port=5555) is None
+    denial = guard.refused(ATTACKER, 100.1, port=5555)
+    assert denial is not None and denial.allowed_ports == frozenset()  # untrusted: all ports
+
+
+def test_trusted_ports_are_the_newest_few_and_lapse_with_the_trust() -> None:
+    guard = FloodGuard(limit=1, window=1.0, trusted_for=10.0)
+    for n in range(MAX_PORTS + 2):
+        guard.accepted(SCHEDULER, 100.0 + n, port=1000 + n)
+    denial = guard.refused(SCHEDULER, 106.0, port=9)
+    assert denial is not None
+    assert denial.allowed_ports == {1000 + n for n in range(2, MAX_PORTS + 2)}
+    guard.expire(1000.0)
+    guard.accepted(SCHEDULER, 1000.0, port=7)
+    later = guard.refused(SCHEDULER, 1000.5, port=9)
+    assert later is not None and later.allowed_ports == {7}  # the old ports lapsed

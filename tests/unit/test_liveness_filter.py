@@ -40,18 +40,23 @@ def ip_header(source: str = V4_SOURCE) -> bytes:
 
 
 def run(
-    program: Sequence[lf.Insn], payload: bytes, *, source: str = V4_SOURCE, rand: int = 1
+    program: Sequence[lf.Insn],
+    payload: bytes,
+    *,
+    source: str = V4_SOURCE,
+    rand: int = 1,
+    udp: bytes = UDP,
 ) -> int:
     """What the kernel returns for ``payload`` arriving from ``source`` (0: dropped)."""
-    packet, net = UDP + payload, ip_header(source)
+    packet, net = udp + payload, ip_header(source)
     a = x = 0
     pc = 0
     while True:
         insn = program[pc]
         pc += 1
         code, k = insn.code, insn.k
-        if code in (lf.LD_W_ABS, lf.LD_B_ABS):
-            size = 4 if code == lf.LD_W_ABS else 1
+        if code in (lf.LD_W_ABS, lf.LD_H_ABS, lf.LD_B_ABS):
+            size = {lf.LD_W_ABS: 4, lf.LD_H_ABS: 2, lf.LD_B_ABS: 1}[code]
             if k == lf.SKF_AD_RANDOM:
                 a = rand
                 continue
@@ -217,3 +222,51 @@ def test_the_longest_programs_assemble_and_pack() -> None:
     program = lf.responder_filter("n" * 253, keys, denied=denied)
     assert all(len(insn.pack()) == 8 for insn in program)
     assert len(program) < 4096
+
+
+PAIR = Keyring([b"a-pair-key-of-node-a-and-node-b"])  # a key id the filter cannot list
+
+
+@given(node=names, seq=seqs, ext=exts)
+def test_with_pair_keys_peer_kinds_pass_any_key_id_and_probes_only_the_keys_in_force(
+    node: str, seq: int, ext: bytes
+) -> None:
+    program = responder(node, peers_any_key=True, querier_session=SESSION)
+    query = Packet(Kind.PEER_QUERY, node, bytes(8), seq, Flag.NONE, ext)
+    answer = Packet(Kind.PEER_REPLY, "node-z", SESSION, seq, Flag.NONE, ext)
+    for packet in (query, answer):
+        assert run(program, encode(packet, PAIR)) == lf.KEEP  # Python tries the pair keys
+        assert run(program, encode(packet, KEYS)) == lf.KEEP
+    for kind, extension in ((Kind.PROBE, b""), (Kind.PROBE_EXT, ext)):
+        probe = Packet(kind, node, SESSION, seq, Flag.NONE, extension)
+        assert run(program, encode(probe, KEYS)) == lf.KEEP
+        assert run(program, encode(probe, PAIR), rand=1) == 0  # no probe under a pair key
+    for_another = Packet(Kind.PEER_QUERY, node + "x", bytes(8), seq, Flag.NONE, ext)
+    assert run(program, encode(for_another, PAIR), rand=1) == 0
+
+
+@given(session=st.binary(min_size=8, max_size=8), seq=seqs, ext=exts)
+def test_peer_answers_must_echo_the_queriers_session(session: bytes, seq: int, ext: bytes) -> None:
+    program = responder(querier_session=SESSION)
+    answer = Packet(Kind.PEER_REPLY, "node-b", session, seq, Flag.NONE, ext)
+    assert run(program, encode(answer, KEYS), rand=1) == (lf.KEEP if session == SESSION else 0)
+
+
+@pytest.mark.parametrize("denied", ["198.51.100.7", "2001:db8::7"])
+def test_a_denied_trusted_source_still_passes_from_its_trusted_ports(denied: str) -> None:
+    """The UDP source port is the first 2 bytes of what the filter sees (UDP above)."""
+    program = responder(denied={denied: {0x1234, 4000}})
+    probe = encode(Packet(Kind.PROBE, "node-a", SESSION, 7), KEYS)
+    assert run(program, probe, source=denied) == lf.KEEP  # UDP's source port: 0x1234
+    forged = UDP_FROM_5555 + probe
+    assert run_raw(program, forged, source=denied) == 0
+    with pytest.raises(ValueError, match="ports"):
+        responder(denied={denied: set(range(lf.MAX_ALLOWED_PORTS + 1))})
+
+
+UDP_FROM_5555 = b"\x15\xb3" + UDP[2:]
+
+
+def run_raw(program: Sequence[lf.Insn], packet: bytes, *, source: str) -> int:
+    """`run` for a datagram whose UDP header is given (``packet`` starts with it)."""
+    return run(program, packet[len(UDP) :], source=source, udp=packet[: len(UDP)])

@@ -26,6 +26,7 @@ from eipctl.core.ipnode import (
     LAST_HEARTBEAT_TIME,
     LINK,
     LIVENESS_ADDRESS,
+    LIVENESS_PEER_KEY,
     LIVENESS_PORT,
     RESTART_GRACE_SECONDS,
     IpNode,
@@ -61,21 +62,23 @@ Endpoint = tuple[str, int]
 """Where this controller answers liveness probes: (address, port)."""
 
 
-def _spec(link: str, liveness: Endpoint | None) -> dict[str, Any]:
+def _spec(link: str, liveness: Endpoint | None, peer_key: str) -> dict[str, Any]:
     spec: dict[str, Any] = {LINK: link}
     if liveness is not None:
         spec[LIVENESS_ADDRESS], spec[LIVENESS_PORT] = liveness
+        if peer_key:
+            spec[LIVENESS_PEER_KEY] = peer_key
     return spec
 
 
 def _ipnode_mutation(
-    link: str, liveness: Endpoint | None, labels: Mapping[str, str] | None
+    link: str, liveness: Endpoint | None, peer_key: str, labels: Mapping[str, str] | None
 ) -> Mutation:
     def mutate(obj: Obj) -> None:
         spec = obj.setdefault("spec", {})
-        for key in (LIVENESS_ADDRESS, LIVENESS_PORT):
+        for key in (LIVENESS_ADDRESS, LIVENESS_PORT, LIVENESS_PEER_KEY):
             spec.pop(key, None)
-        spec.update(_spec(link, liveness))
+        spec.update(_spec(link, liveness, peer_key))
         if labels is not None:
             obj.setdefault("metadata", {})["labels"] = dict(labels)
 
@@ -91,9 +94,10 @@ async def register(
     *,
     on_labels: Callable[[Mapping[str, str]], None] | None = None,
     on_created: Callable[[], None] | None = None,
+    peer_key: str = "",
 ) -> int:
-    """Create or update this node's IpNode (spec.link, the liveness endpoint, the Node's
-    labels); return its current heartbeat counter so the next write is a change.
+    """Create or update this node's IpNode (spec.link, the liveness endpoint and peer key,
+    the Node's labels); return its current heartbeat counter so the next write is a change.
 
     The IpNode's labels are exactly the Node's (the IpNode belongs to this controller);
     without a Node they are left as they are. `on_labels` gets the IpNode's labels as they
@@ -106,7 +110,7 @@ async def register(
     except NotFound:
         body: Obj = {
             "metadata": {"name": node, "labels": labels or {}},
-            "spec": _spec(link, liveness),
+            "spec": _spec(link, liveness, peer_key),
         }
         try:
             await writer.create(IPNODES, body)
@@ -122,9 +126,12 @@ async def register(
     if (
         have.spec.link != link
         or have.spec.liveness_endpoint != liveness
+        or have.spec.liveness_peer_key != (peer_key if liveness is not None else "")
         or (labels is not None and have.labels != labels)
     ):
-        current = await writer.update(IPNODES, node, _ipnode_mutation(link, liveness, labels))
+        current = await writer.update(
+            IPNODES, node, _ipnode_mutation(link, liveness, peer_key, labels)
+        )
         log.info("ipnode.updated", node=node, link=link, labels=len(labels or {}))
         have = IpNode.from_dict(current)
     if on_labels is not None:

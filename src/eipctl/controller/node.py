@@ -26,6 +26,7 @@ from eipctl.core.fields import ResourceError
 from eipctl.core.ipnode import IpNode
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.naming import API_VERSION
+from eipctl.core.peer_keys import PeerIdentity
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import ApiError, NotFound
 from eipctl.kube.events import EventRecorder, reference
@@ -75,6 +76,9 @@ class NodeController:
         published for the schedulers; None: the cluster key only."""
         self.settings = settings
         self._node_key = node_key if keyring is not None else None
+        self._identity = (
+            None if self._node_key is None else PeerIdentity(settings.node, self._node_key)
+        )
         self._api = api
         self._backend = backend
         self._trigger = asyncio.Event()
@@ -135,7 +139,7 @@ class NodeController:
             else PeerList(
                 api,
                 settings.node,
-                PeerQuerier(settings.node, keyring, self.responder),
+                PeerQuerier(settings.node, self.responder, identity=self._identity),
                 probe_silence=settings.probe_silence,
                 cluster_size=lambda: self.vouching.cluster_size,
             )
@@ -311,6 +315,7 @@ class NodeController:
             self.liveness_endpoint,
             on_labels=on_labels,
             on_created=self.status.forget_addresses,  # a new IpNode's status is empty
+            peer_key="" if self._identity is None else self._identity.public_text,
         )
         return counter
 

@@ -9,6 +9,12 @@ nodes than the last list (a node joined or left, or the cluster is still booting
 `RELIST_MIN`, then twice as long after each such list, up to `PEER_REFRESH`), and every delay
 is jittered so that nodes started together do not list together. A list that fails keeps the
 last one: the peers are needed exactly when the API does not answer.
+
+The list also brings the peers' peer keys (spec.livenessPeerKey, docs/liveness.md "Peer
+keys"). A peer packet under a key we do not hold (a node that joined, or made a new node key,
+after our list) is another reason to list early, on the same doubling gap; and our first list
+is followed by one `PeerQuerier.greet`, so that peers which listed before we published our
+key meet it now, while the API answers, not in the outage that needs it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import structlog
 from eipctl.core.fields import ResourceError, name_of
 from eipctl.core.ipnode import IpNode
 from eipctl.core.outage import OutageVerdict, outage_verdict
+from eipctl.core.peer_keys import parse_public_key
 from eipctl.kube.client import IPNODES
 from eipctl.kube.errors import ApiError
 from eipctl.kube.verbs import Lists
@@ -62,21 +69,37 @@ class PeerList:
         self.known: int | None = None
         """IpNodes in the cluster, this one included, at the last list (None: never listed)."""
         self._gap = RELIST_MIN
+        self._unknown_key = False
+        self._greeted = False
+        querier.on_unknown_peer_key = self._peer_key_unknown
+
+    def _peer_key_unknown(self) -> None:
+        self._unknown_key = True
 
     async def refresh(self, within: float = 5.0) -> None:
         """List the IpNodes and keep their liveness endpoints and their count."""
         async with asyncio.timeout(within):
             listed = await self._api.list(IPNODES)
         endpoints: dict[str, tuple[str, int]] = {}
+        public_keys: dict[str, bytes] = {}
         for obj in listed.items:
             try:
                 ipnode = IpNode.from_dict(obj)
             except ResourceError:
                 continue
-            if ipnode.spec.liveness_endpoint is not None:
-                endpoints[ipnode.name] = ipnode.spec.liveness_endpoint
+            if ipnode.spec.liveness_endpoint is None:
+                continue
+            endpoints[ipnode.name] = ipnode.spec.liveness_endpoint
+            if ipnode.spec.liveness_peer_key and ipnode.name != self._node:
+                try:
+                    public_keys[ipnode.name] = parse_public_key(ipnode.spec.liveness_peer_key)
+                except ValueError as exc:  # asked under the cluster key, as before
+                    log.warning(
+                        "peers.key_invalid", node=self._node, peer=ipnode.name, error=str(exc)
+                    )
         names = {name_of(obj) for obj in listed.items} | {self._node}
-        self.querier.set_peers(endpoints)
+        self._unknown_key = False
+        self.querier.set_peers(endpoints, public_keys)
         if self.known != len(names):
             log.info("peers.listed", node=self._node, nodes=len(names))
         self.known = len(names)
@@ -89,6 +112,11 @@ class PeerList:
                 await self.refresh()
             except (ApiError, TimeoutError, OSError) as exc:
                 log.info("peers.list_failed", node=self._node, error=repr(exc))
+            else:
+                if not self._greeted:
+                    self._greeted = True
+                    answered, asked = await self.querier.greet()
+                    log.info("peers.greeted", node=self._node, answered=answered, asked=asked)
             await self._until_due()
 
     async def _until_due(self) -> None:
@@ -103,6 +131,10 @@ class PeerList:
             size = self._cluster_size()
             if size is not None and size != self.known and loop.time() >= early:
                 log.info("peers.count_changed", node=self._node, listed=self.known, probes=size)
+                self._gap = min(self._gap * 2, PEER_REFRESH)
+                return
+            if self._unknown_key and loop.time() >= early:
+                log.info("peers.unknown_key", node=self._node, listed=self.known)
                 self._gap = min(self._gap * 2, PEER_REFRESH)
                 return
             await asyncio.sleep(TICK)

@@ -37,6 +37,8 @@ LINK: Final = "link"
 LIVENESS_ADDRESS: Final = "livenessAddress"
 """spec: where the controller answers liveness probes (an IP on the node network)."""
 LIVENESS_PORT: Final = "livenessPort"
+LIVENESS_PEER_KEY: Final = "livenessPeerKey"
+"""spec: the controller's X25519 public key for peer queries (`core.peer_keys`), base64."""
 HEARTBEAT: Final = "heartbeat"
 """status: the counter the controller bumps every API heartbeat (10 s); compare values."""
 LAST_HEARTBEAT_TIME: Final = "lastHeartbeatTime"
@@ -64,6 +66,10 @@ class IpNodeSpec:
     """Where the controller answers liveness probes; empty: a controller without the UDP
     liveness path (judged by its heartbeat counter, docs/liveness.md "Upgrades")."""
     liveness_port: int = 0
+    liveness_peer_key: str = ""
+    """The controller's peer key as published (docs/liveness.md "Peer keys"); empty: none
+    (its peers ask it under the cluster key). Kept as text: a key that does not parse
+    (`core.peer_keys.parse_public_key`) costs its peers the pair key, never the IpNode."""
 
     @property
     def liveness_endpoint(self) -> tuple[str, int] | None:
@@ -80,6 +86,7 @@ class IpNodeSpec:
             link=get_str(d, LINK, path),
             liveness_address=address,
             liveness_port=get_int(d, LIVENESS_PORT, path, maximum=65535) or 0,
+            liveness_peer_key=get_str(d, LIVENESS_PEER_KEY, path),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +95,8 @@ class IpNodeSpec:
             out[LIVENESS_ADDRESS] = self.liveness_address
         if self.liveness_port:
             out[LIVENESS_PORT] = self.liveness_port
+        if self.liveness_peer_key:
+            out[LIVENESS_PEER_KEY] = self.liveness_peer_key
         return out
 
 

@@ -12,8 +12,11 @@ accept, judged on the fixed header only (the MAC still needs the key, in Python)
 - both: magic, version, a key id in force, a length that matches the header's node length
   and the kind (``ext`` for the extended kinds);
 - the responder: kinds PROBE, PROBE_EXT and PEER_QUERY addressed to its own node (length and
-  name compared), and PEER_REPLY (from any node: the querier checks the rest); sources on the
-  deny list (`core.flood.FloodGuard`) are dropped first;
+  name compared), and PEER_REPLY echoing its querier's session (from any node: the querier
+  checks the rest); sources on the deny list (`core.flood.FloodGuard`) are dropped first, a
+  trusted one except from the UDP source ports it is trusted from.
+  Once it holds pair keys (`core.peer_keys`: one per peer, more than a filter can list) the
+  peer kinds pass under any key id, probes still only under the keys in force;
 - the prober: kind REPLY echoing its own session (8 random bytes that only its probes carry,
   so a flood that did not see them is dropped whatever else it gets right).
 
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -64,10 +67,13 @@ SAMPLE_SHIFT: Final = 6
 MAX_KEYS: Final = 8
 MAX_DENIED: Final = 16
 """Sources a responder drops in the kernel at once (`core.flood.FloodGuard` keeps the list)."""
+MAX_ALLOWED_PORTS: Final = 4
+"""Ports a denied source is still admitted from (a trusted sender's: `core.flood`)."""
 
 # classic BPF opcodes (linux/filter.h)
 LD_W_ABS: Final = 0x20
 LD_B_ABS: Final = 0x30
+LD_H_ABS: Final = 0x28
 LD_W_LEN: Final = 0x80
 LDX_W_LEN: Final = 0x81
 ALU_ADD_K: Final = 0x04
@@ -194,11 +200,17 @@ def _header(key_ids: Sequence[bytes] | None, miss: str) -> list[_Op]:
     ]
     if key_ids is None:
         return ops
-    ops.append(Insn(LD_W_ABS, k=_OFF_KEY_ID))
+    return ops + _key_in(key_ids, miss, "key_ok")
+
+
+def _key_in(key_ids: Sequence[bytes], miss: str, label: str) -> list[_Op]:
+    """The header's key id is one of ``key_ids`` (``label``: this check's own exit)."""
+    if len(key_ids) > MAX_KEYS:
+        raise ValueError(f"a liveness filter takes at most {MAX_KEYS} key ids")
+    ops: list[_Op] = [Insn(LD_W_ABS, k=_OFF_KEY_ID)]
     for kid in key_ids[:-1]:
-        ops.append(_Jump(JMP_JEQ_K, _key(kid), "key_ok", None))
-    ops += [_Jump(JMP_JEQ_K, _key(key_ids[-1]), None, miss), "key_ok"]
-    return ops
+        ops.append(_Jump(JMP_JEQ_K, _key(kid), label, None))
+    return [*ops, _Jump(JMP_JEQ_K, _key(key_ids[-1]), None, miss), label]
 
 
 def _key(kid: bytes) -> int:
@@ -232,20 +244,28 @@ def _ending() -> list[_Op]:
     ]
 
 
-def _deny(sources: Iterable[str]) -> list[_Op]:
-    """Drop (not sampled) datagrams from ``sources``: the flood guard has judged them."""
-    denied = sorted({ipaddress.ip_address(s.partition("%")[0]) for s in sources}, key=str)
+def _deny(sources: Iterable[str] | Mapping[str, Collection[int]]) -> list[_Op]:
+    """Drop (not sampled) datagrams from ``sources``: the flood guard has judged them. A
+    mapping gives each source the UDP source ports it is still admitted from (a trusted
+    sender's, whose address a flood forges: `core.flood`)."""
+    given = sources if isinstance(sources, Mapping) else dict.fromkeys(sources, ())
+    denied: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, frozenset[int]] = {}
+    for source, ports in given.items():
+        address = ipaddress.ip_address(source.partition("%")[0])
+        denied[address] = denied.get(address, frozenset()) | frozenset(ports)
     if len(denied) > MAX_DENIED:
         raise ValueError(f"a liveness filter denies at most {MAX_DENIED} sources")
     ops: list[_Op] = []
-    for n, address in enumerate(denied):
-        raw = address.packed
+    for n, address in enumerate(sorted(denied, key=str)):
+        raw, ports = address.packed, sorted(denied[address])
+        if len(ports) > MAX_ALLOWED_PORTS:
+            raise ValueError(f"a denied source keeps at most {MAX_ALLOWED_PORTS} ports")
         offset = 12 if address.version == 4 else 8  # the source in an IPv4 / IPv6 header
-        ops += [
-            *_net_equal(SKF_NET_OFF + offset, raw, f"deny_next_{n}"),
-            Insn(RET_K, k=0),
-            f"deny_next_{n}",
-        ]
+        ops += _net_equal(SKF_NET_OFF + offset, raw, f"deny_next_{n}")
+        if ports:
+            ops.append(Insn(LD_H_ABS, k=0))  # the UDP source port
+            ops += [_Jump(JMP_JEQ_K, port, f"deny_next_{n}", None) for port in ports]
+        ops += [Insn(RET_K, k=0), f"deny_next_{n}"]
     return ops
 
 
@@ -258,25 +278,42 @@ def _net_equal(offset: int, raw: bytes, miss: str) -> list[_Op]:
 
 
 def responder_filter(
-    node: str, key_ids: Sequence[bytes], *, denied: Iterable[str] = ()
+    node: str,
+    key_ids: Sequence[bytes],
+    *,
+    denied: Iterable[str] | Mapping[str, Collection[int]] = (),
+    peers_any_key: bool = False,
+    querier_session: bytes | None = None,
 ) -> list[Insn]:
-    """The program for a controller's responder socket (see the module docstring)."""
+    """The program for a controller's responder socket (see the module docstring).
+    ``peers_any_key``: PEER_QUERY and PEER_REPLY pass under any key id (a controller that
+    holds a pair key per peer, `core.peer_keys`, more than a filter can list), probes still
+    under ``key_ids`` only. ``querier_session``: a PEER_REPLY must echo it (the session of
+    this node's `PeerQuerier`, which only its queries carry)."""
     name = node.encode("ascii")
     if not 0 < len(name) <= MAX_NAME:
         raise ValueError(f"node name {node!r} does not fit a liveness packet")
+    if querier_session is not None and len(querier_session) != SESSION_LENGTH:
+        raise ValueError(f"a session is {SESSION_LENGTH} bytes")
+    if not key_ids:
+        raise ValueError("a liveness filter needs at least one key id")
     own = _FIXED + len(name)
+    probe_keys = _key_in(key_ids, "refuse", "plain_key") if peers_any_key else []
     ops: list[_Op] = [
         *_deny(denied),
-        *_header(key_ids, "refuse"),
+        *_header(None if peers_any_key else key_ids, "refuse"),
         Insn(LD_B_ABS, k=_OFF_KIND),
         _Jump(JMP_JEQ_K, Kind.PEER_REPLY, "peer_reply", None),
         _Jump(JMP_JEQ_K, Kind.PROBE, "plain", None),
         _Jump(JMP_JEQ_K, Kind.PROBE_EXT, "extended", None),
-        _Jump(JMP_JEQ_K, Kind.PEER_QUERY, "extended", "refuse"),
+        _Jump(JMP_JEQ_K, Kind.PEER_QUERY, "query", "refuse"),
         "plain",
+        *probe_keys,
         Insn(LD_W_LEN),
         _Jump(JMP_JEQ_K, own, "ours", "refuse"),
         "extended",
+        *(_key_in(key_ids, "refuse", "extended_key") if peers_any_key else []),
+        "query",
         Insn(LD_W_LEN),
         _Jump(JMP_JEQ_K, own + EXT_LENGTH, "ours", "refuse"),
         "ours",
@@ -285,6 +322,7 @@ def responder_filter(
         *_bytes_equal(_OFF_NAME, name[:32], "refuse"),  # the MAC covers the rest
         _Goto("accept"),
         "peer_reply",
+        *([] if querier_session is None else _bytes_equal(_OFF_SESSION, querier_session, "refuse")),
         *_length_matches(EXT_LENGTH, "accept", "refuse"),
         *_ending(),
     ]
@@ -292,7 +330,10 @@ def responder_filter(
 
 
 def prober_filter(
-    session: bytes, key_ids: Sequence[bytes] | None, *, denied: Iterable[str] = ()
+    session: bytes,
+    key_ids: Sequence[bytes] | None,
+    *,
+    denied: Iterable[str] | Mapping[str, Collection[int]] = (),
 ) -> list[Insn]:
     """The program for a scheduler replica's prober socket (see the module docstring).
     ``key_ids`` None: any key id (a replica holding node keys, one per node, which no

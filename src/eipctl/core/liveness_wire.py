@@ -49,7 +49,14 @@ Probes to that node and its replies are then MACed with it, and a `Keyring` that
 keys (`with_node_keys`) binds each to its node: a probe or reply under node x's key that
 names another node is refused (``owner``), and so is one under the cluster key that names a
 node with a key of its own. So no other node, though it holds the cluster key, can answer
-for it. Peer queries and answers stay under the cluster key.
+for it.
+
+Peer keys (docs/liveness.md "Peer keys"): peer queries and answers between two nodes that
+both publish a peer key go under the key of their pair (`core.peer_keys`), which only those
+two can compute. A `Keyring` that knows pair keys (`with_peer_keys`) binds each to its peer:
+a PEER_REPLY under peer x's pair key must name x, one under the cluster key must not name a
+peer that has a pair key, and the node-keyed kinds are never accepted under a pair key
+(``owner``). Pair key ids may collide (4 bytes, one per peer): each candidate is tried.
 
 `decode` raises only `WireError`, whose ``reason`` is one of `WIRE_ERRORS` (short, bounded:
 fit for a metric label), whatever bytes it is given.
@@ -108,9 +115,11 @@ _HEADER: Final = struct.Struct("!4sBBBB8sQ4s")  # magic .. key id: 28 bytes
 _MIN_PACKET: Final = _HEADER.size + 1 + MAC_LENGTH
 
 WIRE_ERRORS: Final = frozenset(
-    {"short", "magic", "version", "kind", "length", "key", "mac", "node", "owner"}
+    {"short", "magic", "version", "kind", "length", "key", "peer_key", "mac", "node", "owner"}
 )
-"""Every `WireError.reason`, in the order `decode` checks them."""
+"""Every `WireError.reason`, in the order `decode` checks them (``peer_key``: a peer kind
+under a key id this keyring does not hold, from a keyring that holds pair keys: the kernel
+filter lets those through, so they are not a sampled refusal)."""
 
 
 class Kind(enum.IntEnum):
@@ -185,6 +194,9 @@ class Packet:
     key_id: bytes = field(default=b"", compare=False)
     """The key id it came under (set by `decode`): a reply is signed with the key its probe
     came under. Not part of the packet's value."""
+    key_owner: str = field(default="", compare=False)
+    """For a packet under a pair key (set by `decode`): the peer whose pair key it is, so for
+    a PEER_QUERY the node that asked. Empty otherwise."""
 
     def __post_init__(self) -> None:
         if self.kind.extended:
@@ -220,6 +232,9 @@ class Keyring:
         "_ids",
         "_node_signing",
         "_owners",
+        "_peer_ids",
+        "_peer_mode",
+        "_peer_signing",
         "_required",
         "_signing",
         "_signing_id",
@@ -246,6 +261,9 @@ class Keyring:
         self._owners: dict[bytes, str] = {}  # node key id -> its node
         self._node_signing: dict[str, tuple[bytes, bytes]] = {}  # node -> (key id, key)
         self._required = False  # node-keyed kinds for a keyed node: its key only
+        self._peer_ids: dict[bytes, tuple[tuple[str, bytes], ...]] = {}  # kid -> (peer, key)s
+        self._peer_signing: dict[str, tuple[bytes, bytes]] = {}  # peer -> (key id, key)
+        self._peer_mode = False  # this node speaks pair keys (`with_peer_keys`, even of none)
 
     def with_node_keys(self, node_keys: Mapping[str, bytes], *, required: bool = True) -> Keyring:
         """This keyring's cluster keys plus one key per node (node -> key), each bound to its
@@ -260,19 +278,59 @@ class Keyring:
         ring._required = required
         ring._signing_id, ring._signing = self._signing_id, self._signing
         for node, key in sorted(node_keys.items()):
-            if not valid_node(node):
-                raise ValueError(f"node key for {node!r}: not an IpNode name")
-            if len(key) < MIN_KEY_LENGTH:
-                raise ValueError(
-                    f"node key for {node} is {len(key)} bytes; at least {MIN_KEY_LENGTH}"
-                )
-            kid = key_id(key)
+            kid = _checked_key_id("node", node, key)
             if kid in ring._accepted:
                 raise ValueError(f"node key for {node} has the key id of another key")
             ring._accepted[kid] = bytes(key)
             ring._owners[kid] = node
             ring._node_signing[node] = (kid, bytes(key))
         return ring
+
+    def with_peer_keys(self, peer_keys: Mapping[str, bytes]) -> Keyring:
+        """This keyring (cluster and node keys as they are) plus one pair key per peer (peer
+        node -> key, `core.peer_keys.PeerIdentity.pair_key`): queries to a peer in it are
+        signed with their pair key, and its answers are accepted under that key only.
+        Raises ValueError for a key too short or an invalid node name."""
+        ring = Keyring(self._accepted[kid] for kid in self._ids)
+        ring._accepted = dict(self._accepted)
+        ring._signing_id, ring._signing = self._signing_id, self._signing
+        ring._owners, ring._node_signing = dict(self._owners), dict(self._node_signing)
+        ring._required = self._required
+        ring._peer_mode = True
+        by_id: dict[bytes, list[tuple[str, bytes]]] = {}
+        for peer, key in sorted(peer_keys.items()):
+            kid = _checked_key_id("pair", peer, key)
+            if kid in ring._accepted:  # 2**-32: leave this peer on the cluster key
+                continue
+            by_id.setdefault(kid, []).append((peer, bytes(key)))
+            ring._peer_signing[peer] = (kid, bytes(key))
+        ring._peer_ids = {kid: tuple(v) for kid, v in by_id.items()}
+        return ring
+
+    @property
+    def peer_keyed(self) -> frozenset[str]:
+        """The peers this keyring holds a pair key for."""
+        return frozenset(self._peer_signing)
+
+    @property
+    def speaks_pair_keys(self) -> bool:
+        """Whether this keyring came from `with_peer_keys` (a node with a peer key of its
+        own): peer kinds under a key id it does not hold are then ``peer_key``, not ``key``."""
+        return self._peer_mode
+
+    def cluster_key(self, kid: bytes) -> bool:
+        """Whether ``kid`` names one of the cluster keys (held by every controller)."""
+        return kid in self._accepted and kid not in self._owners
+
+    def key_of(self, kid: bytes, owner: str = "") -> bytes:
+        """The key of id ``kid`` (of ``owner``'s pair, for a pair key); KeyError if none."""
+        key = self._accepted.get(kid)
+        if key is not None:
+            return key
+        for peer, pair in self._peer_ids[kid]:
+            if peer == owner:
+                return pair
+        raise KeyError(kid)
 
     @property
     def node_keyed(self) -> frozenset[str]:
@@ -281,10 +339,9 @@ class Keyring:
 
     def signer(self, node: str, kind: Kind) -> tuple[bytes, bytes]:
         """(key id, key) that a packet of ``kind`` about ``node`` is signed with."""
-        if kind.node_keyed:
-            own = self._node_signing.get(node)
-            if own is not None:
-                return own
+        own = (self._node_signing if kind.node_keyed else self._peer_signing).get(node)
+        if own is not None:
+            return own
         return self._signing_id, self._signing
 
     @classmethod
@@ -308,18 +365,30 @@ class Keyring:
         return f"Keyring(key_ids=[{', '.join(kid.hex() for kid in self._ids)}]{nodes})"
 
 
+def _checked_key_id(what: str, node: str, key: bytes) -> bytes:
+    """The key id of ``what`` key (node, pair) for ``node``; ValueError naming the rule."""
+    if not valid_node(node):
+        raise ValueError(f"{what} key for {node!r}: not an IpNode name")
+    if len(key) < MIN_KEY_LENGTH:
+        raise ValueError(f"{what} key for {node} is {len(key)} bytes; at least {MIN_KEY_LENGTH}")
+    return key_id(key)
+
+
 def _mac(key: bytes, body: bytes) -> bytes:
     return hmac.digest(key, body, "sha256")[:MAC_LENGTH]
 
 
-def encode(packet: Packet, keyring: Keyring, *, key_id: bytes | None = None) -> bytes:
+def encode(
+    packet: Packet, keyring: Keyring, *, key_id: bytes | None = None, key_owner: str = ""
+) -> bytes:
     """The packet's bytes, signed with the key `Keyring.signer` picks for it, or with the
-    keyring's key of id ``key_id`` (a reply under the key its probe came under)."""
+    keyring's key of id ``key_id`` (a reply under the key its probe came under; of
+    ``key_owner``'s pair for a pair key: `Packet.key_owner`)."""
     node = packet.node.encode("ascii")
     if key_id is None:
         kid, key = keyring.signer(packet.node, packet.kind)
     else:
-        kid, key = key_id, keyring._accepted[key_id]
+        kid, key = key_id, keyring.key_of(key_id, key_owner)
     body = (
         _HEADER.pack(
             MAGIC,
@@ -422,17 +491,38 @@ def decode(data: bytes, keyring: Keyring) -> Packet:
     end = _HEADER.size + length + ext
     if length == 0 or len(data) != end + MAC_LENGTH:
         raise WireError("length")
-    key = keyring._accepted.get(kid)
-    if key is None:
-        raise WireError("key")
     body = bytes(data[:end])
-    if not hmac.compare_digest(_mac(key, body), bytes(data[end:])):
-        raise WireError("mac")
+    mac = bytes(data[end:])
+    key = keyring._accepted.get(kid)
+    pair_owner = ""
+    if key is not None:
+        if not hmac.compare_digest(_mac(key, body), mac):
+            raise WireError("mac")
+    else:
+        candidates = keyring._peer_ids.get(kid)
+        if candidates is None:
+            peer_kind = kind >= Kind.PEER_QUERY and keyring._peer_mode
+            raise WireError("peer_key" if peer_kind else "key")
+        for peer, pair in candidates:
+            if hmac.compare_digest(_mac(pair, body), mac):
+                pair_owner = peer
+                break
+        else:
+            raise WireError("mac")
     try:  # Packet checks the name (session and seq fit by construction)
         node = body[_HEADER.size : end - ext].decode("ascii")
-        packet = Packet(_KINDS[kind], node, session, seq, _FLAGS[flags], body[end - ext : end], kid)
+        packet = Packet(
+            _KINDS[kind], node, session, seq, _FLAGS[flags], body[end - ext : end], kid, pair_owner
+        )
     except ValueError:  # UnicodeDecodeError included
         raise WireError("node") from None
+    if keyring._peer_signing:
+        if pair_owner and (
+            packet.kind.node_keyed or (packet.kind == Kind.PEER_REPLY and node != pair_owner)
+        ):
+            raise WireError("owner")  # a probe or reply under a pair key, or another's answer
+        if not pair_owner and packet.kind == Kind.PEER_REPLY and node in keyring._peer_signing:
+            raise WireError("owner")  # a peer with a pair key answers under it only
     if keyring._node_signing and packet.kind.node_keyed:
         owner = keyring._owners.get(kid)
         if owner is not None and owner != node:

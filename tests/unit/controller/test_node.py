@@ -22,6 +22,7 @@ from eipctl.controller.claim_cache import ClaimCache
 from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.naming import LABEL_NODE, claim_name_for
+from eipctl.core.peer_keys import PeerIdentity
 from eipctl.kube.client import EVENTS, IPCLAIMS, IPNODES, NODES, KubeApi, Obj
 from eipctl.metrics import REGISTRY
 from eipctl.net.frames import mac_to_str
@@ -568,6 +569,27 @@ async def test_the_controller_answers_liveness_probes_at_the_endpoint_it_publish
         with contextlib.suppress(asyncio.CancelledError):
             await probing
         prober.close()
+
+
+async def test_a_controller_with_a_node_key_publishes_its_peer_key(bed: Bed) -> None:
+    """docs/liveness.md "Peer keys": the public half of the key pair its node key gives,
+    on its IpNode's spec, the same after a restart (the node key is kept)."""
+    settings = replace(FAST, liveness_address="127.0.0.1", liveness_port=0)
+    node_key = b"this node's own key, 32 bytes..."
+    controller = bed.start(settings, keyring=KEYRING, node_key=node_key)
+    await eventually(controller.ready)
+    spec = (await bed.api.get(IPNODES, NODE))["spec"]
+    assert spec["livenessPeerKey"] == PeerIdentity(NODE, node_key).public_text
+    assert controller.responder is not None and controller.responder.keyring.speaks_pair_keys
+
+
+async def test_without_a_node_key_no_peer_key_is_published(bed: Bed) -> None:
+    settings = replace(FAST, liveness_address="127.0.0.1", liveness_port=0)
+    controller = bed.start(settings, keyring=KEYRING)
+    await eventually(controller.ready)
+    assert "livenessPeerKey" not in (await bed.api.get(IPNODES, NODE))["spec"]
+    assert controller.responder is not None
+    assert not controller.responder.keyring.speaks_pair_keys
 
 
 async def test_without_a_liveness_address_the_links_own_address_is_used(bed: Bed) -> None:

@@ -248,6 +248,7 @@ def test_every_reason_is_reachable() -> None:
         reason(forge(b"node-a")[:-1] + b"\x00"),
         reason(forge(b"Node-A")),
         reason(forge(b"node-a", kind=2), Keyring([OLD]).with_node_keys({"node-a": KEY_A})),
+        reason(forge(b"node-a", kind=4, key=NEW, ext=bytes(8)), KEYS.with_peer_keys({})),
     }
     assert reached == WIRE_ERRORS
 
@@ -428,3 +429,81 @@ def test_node_keys_are_checked_like_keys() -> None:
     assert "node-a" not in repr(SCHEDULERS) and KEY_A.hex() not in repr(SCHEDULERS)
     again = SCHEDULERS.with_node_keys({"node-b": KEY_B})  # replaces, does not add up
     assert again.node_keyed == {"node-b"}
+
+
+# --- pair keys (core.peer_keys): peer packets between two nodes that both publish a key ---
+PAIR_AB = b"pair-key-of-node-a-and-node-b-01"  # what PeerIdentity.pair_key gives both ends
+PAIR_AC = b"pair-key-of-node-a-and-node-c-01"
+ON_A = KEYS.with_node_keys({"node-a": KEY_A}, required=False).with_peer_keys(
+    {"node-b": PAIR_AB, "node-c": PAIR_AC}
+)
+ON_B = KEYS.with_node_keys({"node-b": KEY_B}, required=False).with_peer_keys({"node-a": PAIR_AB})
+
+
+def test_a_query_goes_under_the_pair_key_and_its_answer_comes_back_under_it() -> None:
+    query = Packet(Kind.PEER_QUERY, "node-b", SESSION, 7)
+    sent = encode(query, ON_A)
+    assert sent[24:28] == hashlib.sha256(PAIR_AB).digest()[:4]
+    got = decode(sent, ON_B)
+    assert got == query and got.key_owner == "node-a"  # node-b knows who asked
+    answer = Packet(Kind.PEER_REPLY, "node-b", SESSION, 7, ext=bytes(8))
+    back = decode(encode(answer, ON_B, key_id=got.key_id, key_owner=got.key_owner), ON_A)
+    assert back == answer and back.key_owner == "node-b"
+
+
+def test_no_node_answers_a_peer_query_in_another_peers_name() -> None:
+    """[hostile] (a): node-c, a peer of node-a holding the cluster key and its own pair key
+    with node-a, forges node-b's answer. Under the cluster key: refused, node-b has a pair
+    key with node-a; under node-c's pair key: refused, that key speaks for node-c only."""
+    forged = Packet(Kind.PEER_REPLY, "node-b", SESSION, 7, ext=bytes(8))
+    on_c = KEYS.with_peer_keys({"node-a": PAIR_AC})
+    assert reason(encode(forged, KEYS), ON_A) == "owner"
+    kid_ac = hashlib.sha256(PAIR_AC).digest()[:4]
+    assert reason(encode(forged, on_c, key_id=kid_ac, key_owner="node-a"), ON_A) == "owner"
+    own = Packet(Kind.PEER_REPLY, "node-c", SESSION, 7, ext=bytes(8))
+    assert decode(encode(own, on_c, key_id=kid_ac, key_owner="node-a"), ON_A).node == "node-c"
+
+
+def test_a_peer_without_a_pair_key_still_answers_under_the_cluster_key() -> None:
+    """A peer of an older release (no published key) is asked and answers as before."""
+    old = Packet(Kind.PEER_REPLY, "node-d", SESSION, 7, ext=bytes(8))
+    assert encode(Packet(Kind.PEER_QUERY, "node-d", SESSION, 7), ON_A)[24:28] == KEYS.key_ids[0]
+    assert decode(encode(old, KEYS), ON_A) == old
+
+
+def test_probes_and_replies_are_never_taken_under_a_pair_key() -> None:
+    for kind in (Kind.PROBE, Kind.REPLY, Kind.PROBE_EXT):
+        ext = bytes(8) if kind.extended else b""
+        assert reason(forge(b"node-a", key=PAIR_AB, kind=int(kind), ext=ext), ON_B) == "owner"
+
+
+def test_an_unknown_key_id_on_a_peer_kind_is_peer_key_only_for_a_pair_key_speaker() -> None:
+    query = forge(b"node-b", key=NEW, kind=int(Kind.PEER_QUERY), ext=bytes(8))
+    assert reason(query, ON_B) == "peer_key"  # a peer that knows us not yet: relist
+    assert reason(query, KEYS) == "key"
+    assert reason(forge(b"node-b", key=NEW), ON_B) == "key"  # a probe: plain refusal
+    assert ON_B.speaks_pair_keys and not KEYS.speaks_pair_keys
+    assert KEYS.with_peer_keys({}).speaks_pair_keys
+
+
+def test_colliding_pair_key_ids_are_each_tried() -> None:
+    """Key ids are 4 bytes: among thousands of peers two may share one."""
+    ring = KEYS.with_peer_keys({"node-b": PAIR_AB, "node-c": PAIR_AC})
+    kid_b = hashlib.sha256(PAIR_AB).digest()[:4]
+    ring._peer_ids = {kid_b: (("node-b", PAIR_AB), ("node-c", PAIR_AC))}  # forced collision
+    from_c = Packet(Kind.PEER_REPLY, "node-c", SESSION, 7, ext=bytes(8))
+    data = bytearray(encode(from_c, KEYS.with_peer_keys({"node-a": PAIR_AC})))
+    data[24:28] = kid_b  # the same key, shown under the colliding id: MAC recomputed
+    body = bytes(data[:-16])
+    data[-16:] = hmac.new(PAIR_AC, body, hashlib.sha256).digest()[:16]
+    assert decode(bytes(data), ring).key_owner == "node-c"
+
+
+def test_pair_keys_are_checked_like_keys() -> None:
+    with pytest.raises(ValueError, match="at least 16"):
+        KEYS.with_peer_keys({"node-b": b"short"})
+    with pytest.raises(ValueError, match="not an IpNode name"):
+        KEYS.with_peer_keys({"Node_B": PAIR_AB})
+    assert ON_A.peer_keyed == {"node-b", "node-c"}
+    assert ON_A.node_keyed == {"node-a"} and ON_A.key_ids == KEYS.key_ids
+    assert PAIR_AB.hex() not in repr(ON_A)

@@ -191,8 +191,10 @@ async def test_replayed_peer_answers_count_towards_a_flood(node, sender: socket.
     refusals feed the same guard."""
     denials: list[Denial] = []
     responder = await node(guard=FloodGuard(limit=20, deny_for=5.0), on_flood=denials.append)
-    PeerQuerier("node-a", KEYS, responder)  # takes the responder's PEER_REPLY datagrams
-    recorded = encode(Packet(Kind.PEER_REPLY, "node-b", SESSION, 3, Flag.NONE, bytes(8)), KEYS)
+    querier = PeerQuerier("node-a", responder)  # takes the responder's PEER_REPLY datagrams
+    # a recording of a real answer: it echoes the querier's session, so the kernel admits it
+    answer_ = Packet(Kind.PEER_REPLY, "node-b", querier._session, 3, Flag.NONE, bytes(8))
+    recorded = encode(answer_, KEYS)
     before = counted("eipctl_liveness_packets_rejected_total", role="querier", reason="no_query")
     for _ in range(40):
         sender.sendto(recorded, ("127.0.0.1", responder.port))
@@ -200,6 +202,27 @@ async def test_replayed_peer_answers_count_towards_a_flood(node, sender: socket.
     assert denials[0].source == "127.0.0.1"
     refused = counted("eipctl_liveness_packets_rejected_total", role="querier", reason="no_query")
     assert 20 <= refused - before <= 40
+
+
+async def test_peer_answers_that_do_not_echo_the_queriers_session_never_reach_python(
+    node, sender: socket.socket
+) -> None:
+    responder = await node()
+    querier = PeerQuerier("node-a", responder)
+    assert responder._socket is not None and responder._socket.filtered
+    drops = responder._socket.kernel_drops() or 0
+    before = counted("eipctl_liveness_packets_rejected_total", role="querier", reason="no_query")
+    forged = encode(Packet(Kind.PEER_REPLY, "node-b", SESSION, 3, Flag.NONE, bytes(8)), KEYS)
+    assert querier._session != SESSION
+    for _ in range(64):
+        sender.sendto(forged, ("127.0.0.1", responder.port))
+    await eventually(  # all but the 1 in 64 let through on purpose, to be counted
+        lambda: (responder._socket.kernel_drops() or 0) - drops >= 64 - 16,  # type: ignore[union-attr]
+        "the kernel dropped the forged answers",
+    )
+    await asyncio.sleep(0.1)  # what was let through has been read
+    after = counted("eipctl_liveness_packets_rejected_total", role="querier", reason="no_query")
+    assert after - before <= 16
 
 
 async def test_a_replay_flood_is_denied_although_its_first_datagram_was_answered(
@@ -229,6 +252,35 @@ async def test_a_live_probers_source_is_trusted_and_never_denied(
     got = await answer(sender, responder.port, probe(11))  # FIFO: the forgeries were judged
     assert got is not None and got.seq == 11
     assert denials == [] and responder.denied == frozenset()
+
+
+async def test_a_flood_forging_a_trusted_address_is_denied_but_from_the_trusted_port(
+    node, sender: socket.socket
+) -> None:
+    """The forger sends from the live prober's address (here: loopback, as a raw socket
+    would forge it) but from another port: the guard denies the address except the port
+    the live prober's probes came from, so the prober is still answered and the forger is
+    dropped in the kernel."""
+    denials: list[Denial] = []
+    responder = await node(guard=FloodGuard(limit=20, deny_for=5.0), on_flood=denials.append)
+    for seq in range(1, 11):  # ten answers in rising order: a live prober, trusted
+        assert await answer(sender, responder.port, probe(seq)) is not None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
+        forger.bind(("127.0.0.1", 0))
+        forger.setblocking(False)
+        forged = bytearray(probe(100, session=b"forged!!"))
+        forged[-1] ^= 0xFF
+        for _ in range(60):
+            forger.sendto(bytes(forged), ("127.0.0.1", responder.port))
+        await eventually(lambda: bool(denials), "the forging port denied")
+        assert denials[0].source == "127.0.0.1"
+        assert denials[0].allowed_ports == {sender.getsockname()[1]}
+        assert responder._socket is not None
+        drops = responder._socket.kernel_drops() or 0
+        assert await answer(forger, responder.port, probe(1, session=b"other!!!")) is None
+        assert (responder._socket.kernel_drops() or 0) > drops  # dropped in the kernel
+    got = await answer(sender, responder.port, probe(11))
+    assert got is not None and got.seq == 11  # the live prober is still answered
 
 
 async def test_a_flood_of_recorded_replies_gets_its_source_denied_at_the_prober(

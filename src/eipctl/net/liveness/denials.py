@@ -43,15 +43,21 @@ class SourceDenials:
         """Sources whose datagrams the kernel drops now."""
         return self._guard.denied
 
-    def accepted(self, host: str, at: float) -> None:
-        """``host`` sent something valid at ``at`` (loop clock): trust it."""
-        self._guard.accepted(canonical(host), at)
+    @property
+    def denials(self) -> dict[str, frozenset[int]]:
+        """Sources whose datagrams the kernel drops now, each but from these ports."""
+        return self._guard.denials
+
+    def accepted(self, host: str, at: float, port: int | None = None) -> None:
+        """``host`` sent something valid at ``at`` (loop clock), from ``port``: trust it."""
+        self._guard.accepted(canonical(host), at, port)
 
     def refused(self, addr: tuple[Any, ...], weight: int, reason: str) -> Denial | None:
         """``weight`` refusals from ``addr``; the denial (already logged and in force in the
         kernel), if this one tipped its source over the limit."""
         loop = asyncio.get_running_loop()
-        denial = self._guard.refused(canonical(str(addr[0])), loop.time(), weight)
+        port = addr[1] if len(addr) > 1 and isinstance(addr[1], int) else None
+        denial = self._guard.refused(canonical(str(addr[0])), loop.time(), weight, port)
         if denial is None:
             return None
         log.warning(
@@ -61,6 +67,7 @@ class SourceDenials:
             refused=denial.refused,
             last_reason=reason,
             seconds=self._guard.deny_for,
+            allowed_ports=sorted(denial.allowed_ports),
             why="it sent more datagrams this socket refuses than the flood limit",
             **self._fields,
         )

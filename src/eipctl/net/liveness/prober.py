@@ -327,7 +327,7 @@ class LivenessProber:
         assert target is not None
         target.accepted = reply.seq
         target.extended = bool(reply.flags & Flag.EXTENDED)
-        self._denials.accepted(target.host, asyncio.get_running_loop().time())
+        self._denials.accepted(target.host, asyncio.get_running_loop().time(), addr[1])
         self._accepted += 1
         try:
             self._on_reply(reply.node, reply.flags)
@@ -335,7 +335,7 @@ class LivenessProber:
             self._drops.failed("on_reply", exc)
 
     def _attach(self, family: socket.AddressFamily, sock: DatagramSocket) -> None:
-        denied = [s for s in self._denials.denied if family_of(s) == family]
+        denied = {s: p for s, p in self._denials.denials.items() if family_of(s) == family}
         key_ids = None if self._keyring.node_keyed else self._keyring.key_ids
         sock.attach(prober_filter(self._session, key_ids, denied=denied))
 

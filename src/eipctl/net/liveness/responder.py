@@ -13,6 +13,12 @@ Under a flood ([hostile]; docs/liveness.md, "Under attack"): the socket's kernel
 not newer than the last one answered in its session is a replay and gets no reply (so the
 responder reflects nothing); a source that makes `FloodGuard.limit` refusals a second (wrong
 MACs, replays) is added to the filter's deny list for a while, and ``on_flood`` is told.
+
+Against another node ([hostile]; docs/liveness.md, "Peer keys"): every controller holds the
+cluster key, so once this node has a key of its own a probe under the cluster key speaks for
+no writer while the schedulers use our own key (`OWN_KEY_TRUST`): it is answered, but it
+neither vouches nor counts as a writer's. Peer answers go under the key their query came
+under, a pair key when the querier has one with us.
 """
 
 from __future__ import annotations
@@ -59,6 +65,11 @@ FILTERED: Final = frozenset(
     {"short", "magic", "version", "kind", "length", "key", "not_probe", "other_node"}
 )
 """Refusals the kernel filter makes too: one that reaches Python is one sampled of many."""
+OWN_KEY_TRUST: Final = 60.0
+"""Seconds after a probe under this node's own key during which probes under the cluster key
+speak for no writer (neither vouch nor count as a writer's probe): any node could have sent
+them. After that (a scheduler rolled back to a release without node keys, or none has read
+our key yet) they count as a writer's again, but still never vouch."""
 
 
 class LivenessResponder:
@@ -94,6 +105,11 @@ class LivenessResponder:
         self.on_peer_reply: Callable[[Packet, tuple[Any, ...]], str | None] | None = None
         """Where PEER_REPLY datagrams go (`PeerQuerier` sets it); it returns why it refused
         one (None: counted), so that replayed answers count towards a flood too."""
+        self.on_unknown_peer_key: Callable[[], None] | None = None
+        """Told of a peer packet under a key id we do not hold (a node whose peer key we have
+        not listed yet: `PeerList` lists again, no sooner than its gap allows)."""
+        self._querier_session: bytes | None = None
+        self._own_key_at: float | None = None  # the last probe under our own node key
         self._on_flood = on_flood
         self._denials = SourceDenials(
             "responder", self._refilter, guard=guard, on_denial=self._flooded, node=node
@@ -146,13 +162,35 @@ class LivenessResponder:
         """Sources whose datagrams the kernel drops now (the flood guard's list)."""
         return self._denials.denied
 
+    @property
+    def keyring(self) -> Keyring:
+        return self._keyring
+
+    @keyring.setter
+    def keyring(self, keyring: Keyring) -> None:
+        """A new keyring (the peers' pair keys, listed again); the filter follows."""
+        self._keyring = keyring
+        self._refilter()
+
+    @property
+    def querier_session(self) -> bytes | None:
+        return self._querier_session
+
+    @querier_session.setter
+    def querier_session(self, session: bytes) -> None:
+        """The session of this node's `PeerQuerier`: the kernel drops answers without it."""
+        self._querier_session = session
+        self._refilter()
+
     def _refilter(self) -> None:
         if self._socket is not None:
             self._socket.attach(
                 responder_filter(
                     self._node,
                     (*self._keyring.key_ids, *self._keyring.node_key_ids),
-                    denied=self._denials.denied,
+                    denied=self._denials.denials,
+                    peers_any_key=self._keyring.speaks_pair_keys,
+                    querier_session=self._querier_session,
                 )
             )
 
@@ -192,6 +230,8 @@ class LivenessResponder:
             packet = decode(data, self._keyring)
         except WireError as exc:
             self._refuse(exc.reason, addr)
+            if exc.reason == "peer_key" and self.on_unknown_peer_key is not None:
+                self.on_unknown_peer_key()
             return
         if packet.kind == Kind.PEER_REPLY:
             if self.on_peer_reply is None:
@@ -209,7 +249,7 @@ class LivenessResponder:
         if len(self._last_seq) > SESSIONS_KEPT:
             self._last_seq.popitem(last=False)
         if answered + 1 >= TRUST_AFTER:  # a live prober, not one replayed datagram
-            self._denials.accepted(str(addr[0]), self._time())
+            self._denials.accepted(str(addr[0]), self._time(), addr[1])
         if packet.kind == Kind.PEER_QUERY:
             self._answer_peer(packet, addr)
             return
@@ -229,8 +269,15 @@ class LivenessResponder:
         self.last_probe_at = now
         standing = bool(probe.flags & Flag.STANDING)
         self.standing_seen |= standing
+        anyones = bool(self._keyring.node_keyed) and self._keyring.cluster_key(probe.key_id)
+        if not anyones:
+            self._own_key_at = now if self._keyring.node_keyed else None
+        elif self._own_key_at is not None and now - self._own_key_at < OWN_KEY_TRUST:
+            return  # any node could have sent it, and the schedulers use our own key
         if probe.flags & Flag.WRITER or not standing:
             self.last_writer_at = now
+        if anyones:
+            return  # a vouch needs a probe only a scheduler could sign
         if self._on_probe is not None:
             try:
                 ext = probe.ext if probe.kind == Kind.PROBE_EXT else None
@@ -250,7 +297,9 @@ class LivenessResponder:
             Flag.WRITER_HEARD if heard else Flag.NONE,
             peer_ext(ms),
         )
-        self.send(encode(reply, self._keyring), addr)
+        # under the key the query came under: the pair key of the querier's and ours if it has one
+        data = encode(reply, self._keyring, key_id=query.key_id, key_owner=query.key_owner)
+        self.send(data, addr)
 
     def _refusal(self, probe: Packet) -> str | None:
         """Why ``probe`` gets no answer; None if it does."""
