@@ -28,9 +28,14 @@ async def test_two_replicas_place_once_and_the_standby_takes_over_fast(
     for i in range(5):
         nodes.add(f"node-{i}")
     names = add_claims(srv, 200)
+    # The emulator, both replicas and the log share one event loop here, so the burst of
+    # 200 placements can stall a renewal for longer than the harness's 0.8 s deadline on a
+    # loaded 2-CPU machine (CI saw it: the leader let go mid-burst). A 3 s lease keeps the
+    # story about one leader; how fast a real failover is, bench_failover measures.
+    lease = {"lease_duration": 3.0, "renew_deadline": 2.4}
     async with placement_log(kubeconfig) as log:
-        a = await start(kubeconfig, "sched-a")
-        b = await start(kubeconfig, "sched-b")
+        a = await start(kubeconfig, "sched-a", **lease)
+        b = await start(kubeconfig, "sched-b", **lease)
         try:
             await eventually(lambda: all(placements(srv).values()), timeout=20)
             await eventually(lambda: all(log.moves(n) == 1 for n in names), timeout=5)
@@ -44,10 +49,10 @@ async def test_two_replicas_place_once_and_the_standby_takes_over_fast(
             victims = {n for n, node in placements(srv).items() if node == "node-2"}
             nodes.kill("node-2")
             await leader.crash()
-            # lease 1 s + one retry period to notice + the 0.5 s node timeout: ~1.7 s; the
-            # bound is only "it happens", with 3x slack for a busy machine: how fast is
+            # lease 3 s + one retry period to notice + the 0.5 s node timeout: ~3.7 s; the
+            # bound is only "it happens", with slack for a busy machine: how fast is
             # bench_failover's figure (leader and node killed together, docs/benchmarks.md)
-            await eventually(lambda: "node-2" not in load(srv), timeout=5, step=0.005)
+            await eventually(lambda: "node-2" not in load(srv), timeout=12, step=0.005)
             assert standby.leading
             await eventually(lambda: all(log.moves(n) == 2 for n in victims), timeout=5)
             assert all(log.moves(n) == 1 for n in set(names) - victims)
