@@ -14,8 +14,8 @@ ARG BASE=python:3.11-slim
 FROM ${BASE} AS build
 ARG EXTRAS=""
 WORKDIR /src
-# .dockerignore lets in only pyproject.toml, README.md, src/, deploy/crds/ (src/eipctl/crds
-# links there: the wheel carries the CRDs for the sandbox) and wheels/. No cmd/: its
+# .dockerignore lets in only pyproject.toml, README.md, src/ but the sandbox and the API
+# emulator, deploy/crds/ (src/eipctl/crds links there) and wheels/. No cmd/: its
 # launchers run one process outside the cluster; here ENTRYPOINT eipctl + args does.
 COPY . ./
 # Prebuilt wheels (wheels/eipctl-*.whl and its dependencies, and pip's own wheel) are only

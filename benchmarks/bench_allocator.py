@@ -34,7 +34,7 @@ from typing import Any
 
 import uvloop
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 CRDS = Path(__file__).resolve().parents[1] / "deploy" / "crds"
 POOL_CIDR = "198.18.0.0/20"  # RFC 2544 benchmarking range: 4094 addresses

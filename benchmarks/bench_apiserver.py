@@ -29,7 +29,7 @@ async def start_emulator(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "eipctl.sandbox.apiserver",
+        "kubemu",
         "--port",
         "0",
         "--kubeconfig-out",

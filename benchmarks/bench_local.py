@@ -30,8 +30,8 @@ import uvloop
 
 from bench_scheduler import CRDS, GROUP, Bed, until
 from eipctl.core.naming import claim_name_for
-from eipctl.sandbox.apiserver import ApiServer
 from figures import machine
+from kubemu import ApiServer
 
 
 def proc_stat(pid: int) -> tuple[float, float]:

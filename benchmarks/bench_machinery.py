@@ -20,7 +20,7 @@ from eipctl.kube.client import KubeApi, Obj, ObjectList, ResourceRef, WatchEvent
 from eipctl.kube.informer import Informer
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_WRITES
 from eipctl.kube.writer import SerializedWriter
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap", namespaced=True)
 NS = "default"

@@ -34,7 +34,7 @@ import uvloop
 
 from eipctl.core.naming import claim_name_for
 from eipctl.runtime.config import SchedulerSettings
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 GROUP = "eipctl.io"
 CRDS = Path(__file__).resolve().parents[1] / "deploy" / "crds"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from virtual_clock import run_virtual as _run_virtual  # tests/virtual_clock.py
 
 

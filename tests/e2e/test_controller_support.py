@@ -43,10 +43,10 @@ from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, Obj
 from eipctl.kube.errors import NotFound
 from eipctl.net.netlink import NetlinkLinkBackend
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.sandbox.namespaces import Namespace, NamespaceSet, call_in_netns
 from eipctl.sandbox.relay import NODE_API_PORT, ApiRelay
 from eipctl.sandbox.testbed.processes import Process
+from kubemu import ApiServer
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "deploy" / "crds"

@@ -39,7 +39,7 @@ from eipctl.core.liveness_wire import Keyring
 from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.runtime.settings import ENV_PREFIX, flag_specs, load_config_file
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from operator_deploy import KEY_FILE, deploy_with_key
 
 pytestmark = pytest.mark.kubectl

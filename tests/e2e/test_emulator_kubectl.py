@@ -11,7 +11,7 @@ import yaml
 from story_sandbox import kubectl_binary
 from test_deploy_apply import deploy_with_key
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 pytestmark = pytest.mark.kubectl
 

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from test_emulator_kubectl import Kubectl
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 pytestmark = pytest.mark.kubectl
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_emulator_kubectl import CRDS, Kubectl
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 pytestmark = pytest.mark.kubectl
 

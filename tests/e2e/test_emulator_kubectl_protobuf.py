@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_emulator_kubectl import Kubectl
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 pytestmark = pytest.mark.kubectl
 PROTOBUF = "application/vnd.kubernetes.protobuf"

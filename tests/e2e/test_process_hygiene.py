@@ -43,7 +43,7 @@ def _kill_session(proc: subprocess.Popen[bytes]) -> None:
 def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The API emulator as a process of its own, with the eipctl CRDs; its kubeconfig."""
     path = tmp_path_factory.mktemp("emulator") / "kubeconfig"
-    cmd = [sys.executable, "-m", "eipctl.sandbox.apiserver", "--port", "0"]
+    cmd = [sys.executable, "-m", "kubemu", "--port", "0"]
     cmd += ["--kubeconfig-out", str(path), "--crds", str(CRDS)]
     log = (path.parent / "emulator.log").open("wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=_clean_env(), start_new_session=True)

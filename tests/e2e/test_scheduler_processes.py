@@ -22,7 +22,7 @@ import pytest_asyncio
 from eipctl.core.naming import GROUP, claim_name_for
 from eipctl.kube.client import IPCLAIMS, connect
 from eipctl.kube.informer import Informer
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"

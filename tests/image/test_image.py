@@ -122,6 +122,17 @@ def test_the_image_runs_eipctl_as_65532_by_default(image: str) -> None:
     assert (out.returncode, out.stdout.strip()) == (0, "65532 65532"), out.stderr
 
 
+def test_the_image_has_neither_the_sandbox_nor_the_emulator(image: str) -> None:
+    probe = (
+        "import importlib.util as u; print(u.find_spec('kubemu'), u.find_spec('eipctl.sandbox'))"
+    )
+    out = run_in(image, "-c", probe, options=["--read-only", "--entrypoint", "python3"])
+    assert (out.returncode, out.stdout.strip()) == (0, "None None"), out.stderr
+    out = run_in(image, "sandbox", options=AS_DEPLOYMENTS)
+    assert out.returncode == 2
+    assert "installed without the sandbox" in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("process", PROCESSES)
 def test_help_of_each_process(image: str, process: str) -> None:
     out = run_in(image, process, "--help", options=AS_DEPLOYMENTS)

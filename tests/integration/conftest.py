@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest_asyncio
 
 from eipctl.kube.client import KubeApi, connect
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 

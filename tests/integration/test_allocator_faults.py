@@ -22,7 +22,7 @@ from test_allocator_support import (
 
 from eipctl.kube.client import KubeApi
 from eipctl.kube.errors import ApiError
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 
 async def test_flaky_api_server_heals_to_a_consistent_state(

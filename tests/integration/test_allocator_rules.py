@@ -22,7 +22,7 @@ from test_allocator_support import (
 )
 
 from eipctl.kube.client import NAMESPACES, KubeApi, Obj
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 
 async def test_auto_service_gets_lowest_free_ip_and_claim(

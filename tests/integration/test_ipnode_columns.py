@@ -24,8 +24,8 @@ from kubectl_runner import run_kubectl
 from eipctl.core.fields import format_time
 from eipctl.core.ipnode import REASON_NO_REPLY, REASON_REPLYING, mark_live
 from eipctl.kube.client import IPNODES, KubeApi
-from eipctl.sandbox.apiserver import ApiServer
-from eipctl.sandbox.apiserver.tables import go_json, human_age
+from kubemu import ApiServer
+from kubemu.tables import go_json, human_age
 
 pytestmark = pytest.mark.kubectl
 

@@ -15,7 +15,7 @@ from eipctl.kube.client import Obj, ResourceRef, connect, object_key
 from eipctl.kube.errors import NotFound
 from eipctl.kube.informer import Informer
 from eipctl.kube.metrics import WATCH_RELISTS, WATCH_RESTARTS
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap", namespaced=True)
 NS = "default"

@@ -22,7 +22,7 @@ import yaml
 from eipctl.kube.client import LEASES, KubeApi, connect
 from eipctl.kube.leader import LeaderElectionConfig, LeaderElector
 from eipctl.runtime.config import LeaderSettings
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 SLACK = 0.25  # HTTP round trips and scheduling on a loaded CI box
 

@@ -26,7 +26,7 @@ from test_nodeips_support import (
 )
 
 from eipctl.kube.client import KubeApi
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 NODES_AT_ONCE = 50
 

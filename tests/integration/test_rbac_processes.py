@@ -62,8 +62,8 @@ from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.runtime.health import Health
 from eipctl.runtime.values import parse_bind_address
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.process import run as run_scheduler
+from kubemu import ApiServer
 
 pytest.importorskip("celpy")
 

@@ -25,7 +25,7 @@ from test_allocator_support import allocator, eventually
 
 from eipctl.core.naming import POOL_FINALIZER
 from eipctl.kube.client import IPCLAIMPOOLS, KubeApi
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from operator_deploy import deploy_with_key
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -3,7 +3,7 @@
 Built-in kinds are checked with kubernetes-validate (strict). It knows nothing about our
 custom resources, so those are checked with jsonschema against the CRDs' openAPIV3Schema, and
 their CEL rules (x-kubernetes-validations: the IP and CIDR checks among them) with the
-emulator's evaluator (cel-python and the Kubernetes IP/CIDR library, eipctl.sandbox.apiserver
+emulator's evaluator (cel-python and the Kubernetes IP/CIDR library, kubemu
 cel_rules/cel_net). A small structural check stands in for the API server's structural-schema
 rules.
 Known gap: Python's ``$`` also matches before a trailing newline, so jsonschema (and thus the
@@ -35,7 +35,7 @@ from eipctl.core.bgp_peer import (
 )
 from eipctl.core.fields import ResourceError, check_ip, check_network
 from eipctl.core.naming import GROUP
-from eipctl.sandbox.apiserver import cel_rules
+from kubemu import cel_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

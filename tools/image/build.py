@@ -64,6 +64,9 @@ MMDEBSTRAP_OPTIONS = (
 BASE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
 BASE_REPO = "localhost/eipctl-base"
 SOURCES = ("pyproject.toml", "README.md", "src", "deploy/crds")  # as .dockerignore lets in
+# ... and leaves out: the one-machine sandbox and the API emulator are not for a cluster
+# (docs/internals.md), so the production image installs neither
+LEFT_OUT = ("src/kubemu", "src/eipctl/sandbox")
 APT_PACKAGES = ("podman", "crun", "mmdebstrap")  # podman brings conmon, CNI plugins, uidmap
 CAP_SYS_RESOURCE = 24
 PODMAN_NPROC = 32768  # podman 4.3 lowers its own hard RLIMIT_NPROC to this (buildah's default)
@@ -218,11 +221,16 @@ def timed(seconds: dict[str, float], step: str) -> Iterator[None]:
 def stage_sources(dest: Path) -> Path:
     """A copy of what the wheel is built from, so that the build writes nothing in the tree."""
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+    left_out = {ROOT / name for name in LEFT_OUT}
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return set(skip(directory, names)) | {n for n in names if Path(directory, n) in left_out}
+
     for name in SOURCES:
         src, dst = ROOT / name, dest / name
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
-            shutil.copytree(src, dst, symlinks=True, ignore=skip)  # src/eipctl/crds: a link
+            shutil.copytree(src, dst, symlinks=True, ignore=ignore)  # src/eipctl/crds: a link
         else:
             shutil.copy2(src, dst)
     return dest

@@ -198,6 +198,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_sandbox(args: argparse.Namespace, settings: SandboxSettings) -> int:
     # by name: the sandbox sits above cli/ in the layers (pyproject.toml, import-linter)
-    sandbox_cli = importlib.import_module("eipctl.sandbox.cli")
+    try:
+        sandbox_cli = importlib.import_module("eipctl.sandbox.cli")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("eipctl.sandbox", "kubemu"):
+            raise
+        return usage_error(
+            "sandbox",
+            "this eipctl was installed without the sandbox and the API emulator (the image "
+            "leaves them out); run it from a checkout: pip install . && eipctl sandbox",
+        )
     result: int = sandbox_cli.main(args.action, args.node, settings)
     return result

@@ -16,7 +16,7 @@ import yaml
 
 from eipctl.core.naming import ANNOTATION_EXTERNAL_IP, AUTO, GROUP, VERSION
 from eipctl.core.node_keys import NODE_KEY_NAMESPACE
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 log = structlog.get_logger(__name__)
 

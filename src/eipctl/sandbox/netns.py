@@ -32,12 +32,12 @@ from pathlib import Path
 import structlog
 import yaml
 
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.sandbox.children import Child
 from eipctl.sandbox.namespaces import reap_leftovers, why_unavailable
 from eipctl.sandbox.nodes import NodeError, NodeState, NodeStatus
 from eipctl.sandbox.relay import NODE_API_PORT, ApiRelay
 from eipctl.sandbox.testbed.network import LINK, Network, NodeNet
+from kubemu import ApiServer
 
 log = structlog.get_logger(__name__)
 

@@ -28,7 +28,6 @@ from eipctl.core.liveness_wire import Keyring
 from eipctl.kube.client import IPCLAIMS, IPNODES, SERVICES, KubeApi, connect
 from eipctl.kube.errors import ApiError
 from eipctl.runtime.config import SandboxSettings
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.sandbox.boot import LOCAL_DEMO, NODE_PREFIX, move_local_endpoint, node_names, seed
 from eipctl.sandbox.children import Child, Children, component_argv
 from eipctl.sandbox.control import ControlServer, Reply, Request
@@ -36,6 +35,7 @@ from eipctl.sandbox.netns import NetnsFleet, write_node_kubeconfig
 from eipctl.sandbox.nodes import Fleet, NodeError, NodeState
 from eipctl.sandbox.view import LiveView, NodeLine, Snapshot, render, rows_from
 from eipctl.sandbox.workers import WorkerFleet
+from kubemu import ApiServer
 
 log = structlog.get_logger(__name__)
 

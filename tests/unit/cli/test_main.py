@@ -171,3 +171,28 @@ def test_each_command_shows_only_its_own_flags() -> None:
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
     assert capsys.readouterr().out.startswith("eipctl ")
+
+
+class LeftOut:
+    """An import finder for which one package is not installed, as in the image."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> None:
+        if fullname == self.name:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+
+
+@pytest.mark.parametrize("missing", ["eipctl.sandbox", "kubemu"])
+def test_sandbox_left_out_of_the_install_is_a_one_line_error(
+    missing: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the production image installs neither the sandbox nor the emulator (tools/image)
+    for name in [m for m in sys.modules if m.startswith(("eipctl.sandbox", "kubemu"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [LeftOut(missing), *sys.meta_path])
+    assert main(["sandbox"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eipctl sandbox: error: this eipctl was installed without the sandbox")
+    assert err.count("\n") == 1

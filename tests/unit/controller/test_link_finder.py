@@ -29,7 +29,7 @@ from eipctl.kube.events import EventRecorder
 from eipctl.net.errors import NetlinkError
 from eipctl.net.memory import MemoryLinkBackend
 from eipctl.runtime.config import ControllerSettings
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"

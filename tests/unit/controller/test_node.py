@@ -28,7 +28,7 @@ from eipctl.metrics import REGISTRY
 from eipctl.net.frames import mac_to_str
 from eipctl.net.liveness import LivenessProber
 from eipctl.net.memory import MemoryLinkBackend, Segment
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"

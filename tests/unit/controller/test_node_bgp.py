@@ -31,7 +31,7 @@ from eipctl.kube.client import (
     SECRETS,
 )
 from eipctl.kube.errors import NotFound
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 BGP = replace(FAST, bgp_link="eipctl-bgp")

@@ -28,7 +28,7 @@ from eipctl.controller.node import NodeController, NodeSettings
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import IPCLAIMS, KubeApi
 from eipctl.net.memory import MemoryLinkBackend, Segment
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"

@@ -27,7 +27,7 @@ from eipctl.core.bgp_peer import (
 )
 from eipctl.core.fields import ResourceError
 from eipctl.core.selectors import LabelSelector
-from eipctl.sandbox.apiserver import cel_rules
+from kubemu import cel_rules
 
 CRD = yaml.safe_load(
     (Path(__file__).resolve().parents[3] / "deploy" / "crds" / "bgppeers.yaml").read_text()

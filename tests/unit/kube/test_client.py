@@ -14,7 +14,7 @@ from eipctl.kube.client import (
     object_key,
     split_key,
 )
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 
 def test_paths_for_core_group_namespaced_and_status() -> None:

@@ -13,7 +13,7 @@ from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
 from eipctl.kube.informer import Informer
 from eipctl.kube.metrics import WATCH_RELISTS, WATCH_RESTARTS, WRITER_CONFLICTS, WRITER_RETRIES
 from eipctl.kube.writer import SerializedWriter, WriterSettings
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 from .emulator_helpers import CONFIGMAPS, NS, cm, persist, server_state

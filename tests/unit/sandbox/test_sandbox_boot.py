@@ -7,8 +7,8 @@ from importlib import resources
 import pytest
 
 from eipctl.kube.client import IPCLAIMPOOLS, NODES, SERVICES, KubeApi, connect
-from eipctl.sandbox.apiserver import ApiError, ApiServer
 from eipctl.sandbox.boot import check_pool_cidr, crd_documents, node_names, seed
+from kubemu import ApiError, ApiServer
 
 
 def test_crds_come_from_the_package() -> None:

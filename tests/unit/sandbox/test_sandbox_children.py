@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.sandbox.boot import install_crds
 from eipctl.sandbox.children import Child, Children, component_argv
+from kubemu import ApiServer
 
 
 def alive(pid: int) -> bool:

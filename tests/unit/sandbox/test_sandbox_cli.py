@@ -56,7 +56,7 @@ def test_flags_reach_the_sandbox(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_node_kubeconfig_points_at_the_relay(tmp_path: Path) -> None:
-    from eipctl.sandbox.apiserver import ApiServer
+    from kubemu import ApiServer
 
     path = tmp_path / "node.kubeconfig"
     write_node_kubeconfig(ApiServer(), path)

@@ -17,9 +17,9 @@ import pytest_asyncio
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.net.liveness import LivenessProber
 from eipctl.sandbox import nodes
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.sandbox.boot import node_names, seed
 from eipctl.sandbox.nodes import Fleet, NodeError, NodeState, liveness_address
+from kubemu import ApiServer
 
 GROUP = "eipctl.io"
 KEYRING = Keyring.from_text("sandbox-test-key-0123456789\n")

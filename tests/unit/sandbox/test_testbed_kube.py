@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest_asyncio
 
-from eipctl.sandbox.apiserver.server import ApiServer
 from eipctl.sandbox.testbed.bed import CRDS
 from eipctl.sandbox.testbed.kube import GROUP, VERSION, Kube
 from eipctl.sandbox.testbed.loop import BackgroundLoop
+from kubemu.server import ApiServer
 
 POOLS = (GROUP, VERSION, "ipclaimpools")
 SPEC = {"cidr": "203.0.113.0/24", "autoAssign": True}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest_asyncio
 from scheduler_harness import CRDS, SimNodes
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 
 
 @pytest_asyncio.fixture

@@ -21,8 +21,8 @@ from eipctl.core.naming import GROUP, claim_name_for
 from eipctl.kube.client import IPCLAIMS, KubeApi, connect
 from eipctl.kube.informer import Informer
 from eipctl.runtime.config import SchedulerSettings
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.process import Scheduler
+from kubemu import ApiServer
 from polling import eventually
 
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"

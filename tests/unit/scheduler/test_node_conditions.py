@@ -24,10 +24,10 @@ from eipctl.core.liveness import Liveness
 from eipctl.core.liveness_wire import Flag
 from eipctl.kube.client import IPNODES, ResourceRef
 from eipctl.kube.errors import ApiError, NotFound
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler import node_conditions
 from eipctl.scheduler.node_conditions import FULL_WALK_INTERVAL, WRITE_WAIT, NodeConditions
 from eipctl.scheduler.node_watch import NodeWatch
+from kubemu import ApiServer
 from polling import eventually
 
 TIMEOUT = 1.0

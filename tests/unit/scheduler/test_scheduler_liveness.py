@@ -12,7 +12,7 @@ from scheduler_harness import GROUP, add_claims, placements, scheduler
 
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.net.liveness import LivenessResponder
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 KEYRING = Keyring([b"the scheduler tests' shared key"])

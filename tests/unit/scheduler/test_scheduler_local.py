@@ -10,7 +10,7 @@ from typing import Any
 
 from scheduler_harness import GROUP, SimNodes, make_claim, placements, scheduler
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 IP = "198.51.100.1"

@@ -13,8 +13,8 @@ from scheduler_harness import GROUP, SimNodes, add_claims, load, placements, sch
 
 from eipctl.core.eligibility import EXCLUDE_LABEL, EXCLUDE_TAINT
 from eipctl.core.ipnode import ELIGIBLE
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.placing import PLANNED_IN_FLIGHT
+from kubemu import ApiServer
 from polling import eventually
 
 NODES = ("node-0", "node-1", "node-2")

@@ -10,9 +10,9 @@ from scheduler_harness import GROUP, SimNodes, add_claims, placements, scheduler
 from eipctl.allocator import metrics as allocator_metrics
 from eipctl.kube import metrics as kube_metrics
 from eipctl.metrics import REGISTRY
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler import metrics
 from eipctl.scheduler.keys import Pass
+from kubemu import ApiServer
 from polling import eventually
 
 

@@ -15,7 +15,7 @@ from scheduler_harness import (
     scheduler,
 )
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 

@@ -20,7 +20,7 @@ from scheduler_harness import (
     set_pool,
 )
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 L2_CIDR = "198.51.100.0/24"  # add_claims(base=0..249)

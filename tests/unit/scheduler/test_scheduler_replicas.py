@@ -14,7 +14,7 @@ from scheduler_harness import (
     start_replica,
 )
 
-from eipctl.sandbox.apiserver import ApiServer
+from kubemu import ApiServer
 from polling import eventually
 
 

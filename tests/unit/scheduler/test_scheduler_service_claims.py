@@ -7,8 +7,8 @@ from typing import Any
 
 from scheduler_harness import GROUP, SimNodes, add_claims, make_claim, scheduler
 
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.service_claims import ServiceIndex, service_ips
+from kubemu import ApiServer
 from polling import eventually
 
 

@@ -12,7 +12,6 @@ from scheduler_harness import GROUP, SimNodes, make_claim, placements, scheduler
 
 from eipctl.core.placement import Decision, Reason
 from eipctl.kube.events import EventType
-from eipctl.sandbox.apiserver import ApiServer
 from eipctl.scheduler.service_events import (
     ServiceEvents,
     no_live_node_event,
@@ -20,6 +19,7 @@ from eipctl.scheduler.service_events import (
     service_ref,
     services_of,
 )
+from kubemu import ApiServer
 from polling import eventually
 
 IP = "198.51.100.1"

@@ -42,11 +42,11 @@ class AdminError(RuntimeError):
 
 
 class Emulator:
-    """`python -m eipctl.sandbox.apiserver` in the bed's run directory, and its admin calls."""
+    """`python -m kubemu` in the bed's run directory, and its admin calls."""
 
     def __init__(self, run_dir: Path, crds: Path | None = None) -> None:
         self.kubeconfig = run_dir / "kubeconfig"
-        argv = [sys.executable, "-m", "eipctl.sandbox.apiserver", "--port", "0"]
+        argv = [sys.executable, "-m", "kubemu", "--port", "0"]
         argv += ["--kubeconfig-out", str(self.kubeconfig)]
         argv += ["--crds", str(crds)] if crds is not None else []
         argv += ["--bookmark-interval", "1", "--history-window", "5000"]
