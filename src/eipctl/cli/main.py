@@ -197,9 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_sandbox(args: argparse.Namespace, settings: SandboxSettings) -> int:
-    # by name: the sandbox sits above cli/ in the layers (pyproject.toml, import-linter)
     try:
-        sandbox_cli = importlib.import_module("eipctl.sandbox.cli")
+        from eipctl.sandbox import cli as sandbox_cli  # here: the processes never load it
     except ModuleNotFoundError as exc:
         if exc.name not in ("eipctl.sandbox", "kubemu"):
             raise

@@ -1,9 +1,12 @@
 """`python -m eipctl.sandbox.child PARENT_PID COMMAND [FLAGS]`: a sandbox child process.
 
-Runs ``eipctl COMMAND [FLAGS]`` after asking Linux to SIGKILL it when its parent dies
-(PR_SET_PDEATHSIG), so a sandbox that is itself killed with SIGKILL leaves nothing behind.
-Doing this here rather than in a ``preexec_fn`` keeps the fork in the (threaded) parent
-free of Python code. If the parent is already gone by the time this runs, exit at once.
+Becomes ``python -m eipctl COMMAND [FLAGS]`` (execv: same process, the setting survives it)
+after asking Linux to SIGKILL it when its parent dies (PR_SET_PDEATHSIG), so a sandbox that
+is itself killed with SIGKILL leaves nothing behind. Doing this here rather than in a
+``preexec_fn`` keeps the fork in the (threaded) parent free of Python code. If the parent is
+already gone by the time this runs, exit at once. An exec rather than an import of the CLI:
+the sandbox runs eipctl's commands as programs, and the CLI, which starts the sandbox, stays
+the one layer above it.
 """
 
 from __future__ import annotations
@@ -30,9 +33,7 @@ def main(argv: list[str]) -> int:
         return 2
     if not die_with_parent(int(argv[0])):
         return 1
-    from eipctl.cli.main import main as eipctl_main
-
-    return eipctl_main(argv[1:])
+    os.execv(sys.executable, [sys.executable, "-m", "eipctl", *argv[1:]])
 
 
 if __name__ == "__main__":
