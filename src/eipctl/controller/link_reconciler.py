@@ -50,6 +50,9 @@ from eipctl.net.frames import mac_to_str
 from eipctl.net.link import Announcer, IPAddress, LinkBackend, Prober
 
 from .announcements import Announcements
+from .announcing import AnnounceMode, AnnounceModes, PoolModes
+from .announcing.bgp_routes import BgpRoutes
+from .announcing.layer2 import Layer2
 from .handover import ClaimLookup, Handover
 from .metrics import (
     ADDRESS_CHANGES,
@@ -59,21 +62,13 @@ from .metrics import (
     PASS_SECONDS,
     TIME_TO_BOUND_SECONDS,
 )
-from .status import StatusReporter, placed_claims
+from .status import StatusReporter
 from .takeover import HolderNode, MacOwner, Takeover
 
 log = structlog.get_logger(__name__)
 
 HANDOVER_RECHECK = 0.2
 """How soon to look again at an address held for a hand-over (seconds)."""
-
-
-class PoolModes(Protocol):
-    """The announce mode of each pool (``l2`` or ``bgp``), from a pool cache."""
-
-    @property
-    def has_synced(self) -> bool: ...
-    def announce_of(self, pool: str) -> str: ...
 
 
 class ClaimSource(Protocol):
@@ -99,7 +94,7 @@ class ReconcilerSettings:
     """Run another pass this soon after a failed link operation."""
     bgp_link: str = ""
     """The dummy link for the IPs of pools announced by BGP (created when first needed);
-    "" = no BGP: every claim is layer 2."""
+    "" = no BGP mode: every claim is layer 2."""
 
     @property
     def valid_lft(self) -> int:
@@ -125,12 +120,15 @@ class LinkReconciler:
         leader_agrees: Callable[[], bool] | None = None,
     ) -> None:
         self.settings = settings
-        self._pools = pools
         self._backend = backend
         self._claims = claims
         self._fence = fence
         self._status = status
-        self._announcements = Announcements(announcer, fence.may_hold, leader_agrees)
+        layer2 = Layer2(Announcements(announcer, fence.may_hold, leader_agrees))
+        modes: list[AnnounceMode] = [layer2]  # a new mode is a module in announcing/ and a line
+        if settings.bgp_link:
+            modes.append(BgpRoutes(settings.bgp_link, backend, settings.node, self._failed))
+        self._modes = AnnounceModes(modes, pools)
         self._takeover = Takeover(
             settings.node,
             prober=prober,
@@ -167,20 +165,16 @@ class LinkReconciler:
         fenced = release or self._fence.fenced
         if not fenced and not self._claims.has_synced:
             return None  # never purge from a cache that has not listed yet
-        if not fenced and self._pools is not None and not self._pools.has_synced:
+        if not fenced and not self._modes.has_synced:
             return None  # nor move an address between announce modes on a guess
         desired: list[PlacedClaim] = []
         parsed: dict[str, IpClaim] = {}
         if not fenced:
-            desired, parsed = placed_claims(
-                self._claims.objects(),
-                self.node,
-                self.settings.default_link,
-                announce_of=self._pools.announce_of if self._pools is not None else None,
-                bgp_link=self.settings.bgp_link,
+            desired, parsed = self._modes.placed_claims(
+                self._claims.objects(), self.node, self.settings.default_link
             )
-            if any(c.routed for c in desired):
-                await self._ensure_bgp_link()
+            for mode in sorted({c.mode for c in desired}):
+                await self._modes.by_name(mode).prepare()
         self._takeover.keep_only(parsed)
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in parsed}
         for name in parsed:
@@ -200,7 +194,7 @@ class LinkReconciler:
             # moved away: no further announcement from here, even while the address stays
             # for the handover (a late round would pull the neighbours back from the new
             # holder, and they would wait for its next round once we let go)
-            self._announcements.stop(addr.link, addr.ip)
+            self._modes.withdrawn(addr)
             if not fenced and await self._handover.waiting(addr):
                 await self._hold(addr)
                 self._retry_in(HANDOVER_RECHECK)
@@ -242,7 +236,7 @@ class LinkReconciler:
         return extended
 
     async def close(self) -> None:
-        await self._announcements.close()
+        await self._modes.close()
 
     # -- observing -----------------------------------------------------------------------
     async def _observe(self, links: Iterable[str]) -> dict[str, LinkView]:
@@ -262,19 +256,9 @@ class LinkReconciler:
             self._missing_links_reported.discard(link)
         return observed
 
-    async def _ensure_bgp_link(self) -> None:
-        """The BGP link exists and is up (a dummy link: no neighbours, no ARP), so its
-        addresses become connected routes the node's FRR redistributes."""
-        link = self.settings.bgp_link
-        try:
-            if await self._backend.ensure_dummy(link):
-                log.info("bgp.link_created", link=link, node=self.node)
-        except NetError as exc:
-            self._failed("create-link", exc, link=link)
-
     # -- actions -------------------------------------------------------------------------
     async def _remove(self, addr: Address, reason: str) -> None:
-        self._announcements.stop(addr.link, addr.ip)
+        self._modes.withdrawn(addr)
         try:
             removed = await self._backend.remove(addr.link, addr.ip, addr.prefixlen)
         except ForeignAddressError as exc:
@@ -315,11 +299,10 @@ class LinkReconciler:
     async def _renew(self, placed: PlacedClaim, claim: IpClaim) -> None:
         if await self._put(placed.address, claim, "renew"):
             addr = placed.address
-            if self._first_seen.get(claim.name) is not None and not placed.routed:
+            if self._first_seen.get(claim.name) is not None:
                 # newly placed here, already on the link: whoever held it meanwhile may
                 # have announced it (see the module docstring, step 2)
-                log.info("address.reannounced", claim=claim.name, address=str(addr))
-                self._announcements.start(addr.link, addr.ip, claim.name)
+                self._modes.by_name(placed.mode).seen_again(addr, claim.name)
             self._held.add(addr)
             if claim.name in self._first_seen:
                 self._first_seen[claim.name] = None  # already on the link when first seen
@@ -342,12 +325,8 @@ class LinkReconciler:
             return
         ADDRESS_CHANGES.labels("add").inc()
         log.info("address.added", claim=claim.name, address=str(addr), decision=decision.value)
-        if placed.routed:  # announced by the node's BGP speaker, from the kernel's route
-            self._status.bound(claim)
-        else:  # Bound once the first announcement is out (`Announcements.start`)
-            self._announcements.start(
-                addr.link, addr.ip, claim.name, on_first=lambda: self._status.bound(claim)
-            )
+        mode = self._modes.by_name(placed.mode)
+        mode.added(addr, claim.name, bound=lambda: self._status.bound(claim))
         if addr in self._held:
             self._status.event(
                 claim,
@@ -395,7 +374,7 @@ class LinkReconciler:
         for link in links:
             try:
                 managed = await self._backend.list_managed(link)
-                if link not in self._macs and link != self.settings.bgp_link:
+                if link not in self._macs and self._modes.has_mac(link):
                     self._macs[link] = mac_to_str(await self._backend.link_mac(link))
             except NetError as exc:
                 self._failed("list", exc, link=link)

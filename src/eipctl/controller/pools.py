@@ -21,7 +21,7 @@ log = structlog.get_logger(__name__)
 
 
 class PoolCache:
-    """`link_reconciler.PoolModes` from an informer over every IpClaimPool."""
+    """`announcing.PoolModes` from an informer over every IpClaimPool."""
 
     def __init__(self, api: KubeApi, on_change: Callable[[], None]) -> None:
         self._informer = Informer(api, IPCLAIMPOOLS, backoff_max=1.0)

@@ -1,6 +1,5 @@
 """Claims in, claim and IpNode status out.
 
-`placed_claims` turns the cached IpClaims into the addresses this node must hold.
 `StatusReporter` writes what the controller observed, through the serialized writer and in
 the background (a pass over the links never waits for the API):
 
@@ -16,19 +15,16 @@ write per object is in flight at a time; the next pass retries whatever is still
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Coroutine
 from typing import Any, Protocol
 
 import structlog
 
 from eipctl.core.claim_status import has_conflict, is_bound_here, mark_bound, mark_conflict
-from eipctl.core.claims import reference, skips_probe
-from eipctl.core.fields import Mutation, name_of
+from eipctl.core.claims import reference
+from eipctl.core.fields import Mutation
 from eipctl.core.ipnode import ADDRESSES, MACS
-from eipctl.core.link_plan import Address, PlacedClaim
-from eipctl.core.naming import LABEL_POOL
-from eipctl.core.resources import IpClaim, ResourceError
+from eipctl.core.resources import IpClaim
 from eipctl.kube.client import IPCLAIMS, IPNODES, Obj
 from eipctl.kube.errors import NotFound
 from eipctl.kube.events import EventType
@@ -46,46 +42,6 @@ class StatusWriter(WritesStatus, WritesPatch, Protocol):
 
 class EventSink(Protocol):
     def emit(self, involved: Obj, type_: EventType, reason: str, message: str) -> None: ...
-
-
-def placed_claims(
-    objects: Iterable[Obj],
-    node: str,
-    default_link: str,
-    *,
-    announce_of: Callable[[str], str] | None = None,
-    bgp_link: str = "",
-) -> tuple[list[PlacedClaim], dict[str, IpClaim]]:
-    """The claims whose spec.nodeName is `node`, as addresses; and the parsed claims by name.
-
-    `announce_of(pool)` is the announce mode of the claim's pool (label ``eipctl.io/pool``;
-    "" for a claim without one): ``bgp`` puts the IP on `bgp_link` as a host route (/32,
-    /128; the pool's prefixLength and the claim's link do not apply), anything else on
-    its link. Without both, every claim is layer 2.
-    A claim that does not parse is logged and skipped (it holds nothing here).
-    """
-    placed: list[PlacedClaim] = []
-    parsed: dict[str, IpClaim] = {}
-    for obj in objects:
-        try:
-            claim = IpClaim.from_dict(obj)
-        except (ResourceError, ValueError) as exc:
-            log.warning("claim.unparsable", claim=name_of(obj), error=str(exc))
-            continue
-        if claim.spec.node_name != node:
-            continue
-        ip = ipaddress.ip_address(claim.spec.ip)
-        shared = skips_probe(claim.name, claim.spec.node_bound)
-        pool = (claim.metadata.get("labels") or {}).get(LABEL_POOL, "")
-        if bgp_link and announce_of is not None and announce_of(pool) == "bgp":
-            address = Address(bgp_link, ip, ip.max_prefixlen)
-            placed.append(PlacedClaim(claim.name, address, shared, routed=True))
-        else:
-            prefixlen = claim.spec.prefix_length or ip.max_prefixlen
-            link = claim.spec.link or default_link
-            placed.append(PlacedClaim(claim.name, Address(link, ip, prefixlen), shared))
-        parsed[claim.name] = claim
-    return placed, parsed
 
 
 class StatusReporter:

@@ -74,10 +74,10 @@ class Takeover:
         self._waiting = {k: v for k, v in self._waiting.items() if k in keep}
 
     async def decide(self, placed: PlacedClaim, claim: IpClaim) -> ConflictDecision:
-        """Probe first (unless shared, routed by BGP, probing is off, or the previous holder
-        is declared dead) and apply the take-over rule."""
+        """Probe first (unless shared, its mode does not probe (BGP), probing is off, or the
+        previous holder is declared dead) and apply the take-over rule."""
         addr = placed.address
-        if placed.shared or placed.routed or self._prober is None:
+        if placed.shared or not placed.probe or self._prober is None:
             return ConflictDecision.ADD
         # bound elsewhere still, or moved off a node (the move's status write keeps it)
         holder = claim.status.bound_node or claim.status.previous_node or None

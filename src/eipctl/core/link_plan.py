@@ -47,14 +47,16 @@ class PlacedClaim:
     """A claim whose spec.nodeName is this node, resolved to the address it wants.
 
     `shared`: added without a probe (`core.claims.skips_probe`): other holders are expected.
-    `routed`: a pool announced by BGP: the address goes on the node's BGP link as a host
-    route, which the node's routing daemon redistributes; no probe, no ARP / NA.
+    `mode`: the name of the announce mode that put the address where it is (``l2``, ``bgp``:
+    `controller/announcing/`); `probe`: whether that mode probes before an add (a BGP host
+    route is on no segment where another node could answer for it).
     """
 
     name: str
     address: Address
     shared: bool = False
-    routed: bool = False
+    mode: str = "l2"
+    probe: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -337,7 +337,7 @@ async def test_announcements_stop_when_the_claim_moves_away(h: Harness) -> None:
             raise
         return 3
 
-    h.reconciler._announcements._announcer = slow_announce
+    h.reconciler._modes.by_name("l2")._announcements._announcer = slow_announce
     h.claims.place("203.0.113.7")
     await h.reconciler.reconcile()
     await asyncio.wait_for(rounds_started.wait(), 1)
@@ -374,7 +374,7 @@ async def test_bound_is_reported_only_once_the_first_announcement_is_out(h: Harn
         await asyncio.sleep(10)  # round 2 is 1.1 s away: Bound must not wait for it
         return 2
 
-    h.reconciler._announcements._announcer = slow
+    h.reconciler._modes.by_name("l2")._announcements._announcer = slow
     h.claims.place("203.0.113.7")
     await h.reconciler.reconcile()
     for _ in range(20):
@@ -395,7 +395,7 @@ async def test_an_address_gone_before_its_first_announcement_is_never_reported_b
         await asyncio.sleep(10)
         return 0
 
-    h.reconciler._announcements._announcer = never
+    h.reconciler._modes.by_name("l2")._announcements._announcer = never
     h.claims.place("203.0.113.7")
     await h.reconciler.reconcile()
     h.claims.items.clear()  # moved away before anything was sent
