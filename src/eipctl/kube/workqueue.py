@@ -3,7 +3,8 @@
 The queue carries keys, never events: a key added many times while pending is processed
 once; a key is never handed to two workers at once, and a key re-added while in flight
 runs once more after it is done. The queue, not the handler, owns retry backoff: handlers
-return a `Result` instead of sleeping.
+return a `Result` instead of sleeping. A handler that raises `TerminalError` says a retry
+would only repeat an error a user must fix: the key is dropped until it is added again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,22 @@ K = TypeVar("K", bound=Hashable)
 
 class ShutDown(Exception):  # noqa: N818 (a state, like asyncio.QueueShutDown)
     """`get()` after shutdown once nothing is left to hand out."""
+
+
+class TerminalError(Exception):
+    """Retrying cannot help: the input is wrong until a user fixes it (after
+    controller-runtime's reconcile.TerminalError).
+
+    The worker logs it and forgets the key, with no retry: it runs again when it is added
+    again (its object or what it refers to changed, a resync, a new term). The handler
+    has told the user already (its Event, its status condition); `reason` names the error as
+    that Event does.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -200,6 +217,16 @@ async def _worker(queue: WorkQueue[K], handler: Handler[K]) -> None:
                 result = await handler(key) or DONE
             except asyncio.CancelledError:
                 raise
+            except TerminalError as exc:
+                log.warning(
+                    "work.terminal",
+                    queue=queue.name,
+                    key=str(key),
+                    reason=exc.reason,
+                    error=exc.message,
+                )
+                queue.forget(key)
+                continue
             except Exception as exc:
                 result = retry(exc)
             if result.error is not None:

@@ -31,7 +31,7 @@ from eipctl.kube import events
 from eipctl.kube.client import IPCLAIMS, NODES, Obj
 from eipctl.kube.errors import Conflict, NotFound
 from eipctl.kube.events import EventType
-from eipctl.kube.workqueue import DONE, Result, requeue_after
+from eipctl.kube.workqueue import DONE, Result, TerminalError, requeue_after
 from eipctl.kube.writer import SerializedWriter
 from eipctl.nodeips import views as v
 from eipctl.nodeips.cloud_claims import CloudClaims
@@ -106,6 +106,8 @@ class NodeReconciler:
         except CloudError as exc:
             self._report_node(name, "Warning", exc.reason, exc.message)
             log.warning("node.cloud_error", node=name, reason=exc.reason, error=exc.message)
+            if not exc.retryable:  # a Node's providerID, a provider nodeips runs without
+                raise TerminalError(exc.reason, exc.message) from exc
             return requeue_after(min(self.slots.requeue_interval, 5.0))
 
     async def _reconcile(self, name: str) -> Result:

@@ -14,6 +14,7 @@ from eipctl.kube.workqueue import (
     Backoff,
     Result,
     ShutDown,
+    TerminalError,
     WorkQueue,
     requeue_after,
     retry,
@@ -129,6 +130,31 @@ async def test_handler_results_retry_requeue_and_exceptions() -> None:
             await asyncio.sleep(0.005)
         await q.wait_idle()
     assert q.failures("flaky") == 0  # forgotten after success
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+
+
+async def test_a_terminal_error_is_not_retried_until_the_key_is_added_again() -> None:
+    q: WorkQueue[str] = WorkQueue(backoff=Backoff(base=0.001, jitter=0.0))
+    runs: Counter[str] = Counter()
+
+    async def handler(key: str) -> Result:
+        runs[key] += 1
+        if key == "bad" and runs[key] == 1:
+            raise TerminalError("BadProviderID", "a user must fix the Node")
+        return DONE
+
+    runner = asyncio.create_task(run_workers(q, handler, workers=1))
+    q.add("bad")
+    async with asyncio.timeout(5):
+        while runs["bad"] < 1:
+            await asyncio.sleep(0.001)
+        await q.wait_idle()
+        await asyncio.sleep(0.05)  # 50 backoff bases: a retry would have run by now
+        assert runs["bad"] == 1 and q.failures("bad") == 0 and len(q) == 0
+        q.add("bad")  # the Node changed
+        while runs["bad"] < 2:
+            await asyncio.sleep(0.001)
     runner.cancel()
     await asyncio.gather(runner, return_exceptions=True)
 

@@ -1,10 +1,14 @@
-"""NodeReconciler without an API: the optional throttle (never needed for correctness)."""
+"""NodeReconciler without an API: the optional throttle (never needed for correctness), and
+which cloud errors are retried."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from eipctl.kube.workqueue import DONE
+import pytest
+
+from eipctl.cloud.provider import BAD_PROVIDER_ID, CLOUD_API_ERROR, CloudError
+from eipctl.kube.workqueue import DONE, Result, TerminalError
 from eipctl.nodeips.reconciler import NodeReconciler
 
 
@@ -66,3 +70,22 @@ async def test_no_throttle_by_default() -> None:
     r = reconciler(0.0, clock)
     r._last["n1"] = clock.now
     assert await r.reconcile("n1") == DONE
+
+
+async def test_an_error_only_a_user_can_fix_is_terminal_and_a_passing_one_is_retried() -> None:
+    r = reconciler(0.0, Clock())
+    errors = [
+        CloudError(BAD_PROVIDER_ID, "Node spec.providerID 'gce://x' is not aws", retryable=False),
+        CloudError(CLOUD_API_ERROR, "RequestLimitExceeded"),
+    ]
+
+    async def failing(name: str) -> Result:
+        raise errors.pop(0)
+
+    r._reconcile = failing  # type: ignore[method-assign]
+    with pytest.raises(TerminalError) as terminal:
+        await r.reconcile("n1")  # the worker drops the key until the Node changes
+    assert terminal.value.reason == BAD_PROVIDER_ID
+    result = await r.reconcile("n1")
+    assert result.requeue_after is not None and result.requeue_after <= 5.0
+    assert r._reported["n1"] == (CLOUD_API_ERROR, "RequestLimitExceeded")  # told, once each
