@@ -44,7 +44,7 @@ async def make_node(r: Rig, annotations: dict[str, str] | None = None) -> None:
         {"type": "InternalIP", "address": NODE_IP},
         {"type": "Hostname", "address": NODE},
     ]
-    await r.api.patch(NODES, NODE, {"status": {"addresses": addresses}}, sub="status")
+    await r.api.patch(NODES, NODE, {"status": {"addresses": addresses}}, status=True)
 
 
 def _get(url: str) -> tuple[int, str]:

@@ -67,7 +67,7 @@ async def old_service(
         for entry in entries if ip_mode else ():
             entry["ipMode"] = "VIP"
         stored["status"] = {"loadBalancer": {"ingress": entries}}
-        stored = await api.replace(SERVICES, stored, "status")
+        stored = await api.replace(SERVICES, stored, status=True)
     return stored
 
 

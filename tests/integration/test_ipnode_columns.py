@@ -66,14 +66,14 @@ async def heartbeat(
 ) -> None:
     """The controller's API heartbeat with its addresses (a status merge patch)."""
     status = {"heartbeat": counter, "lastHeartbeatTime": format_time(at), "addresses": addresses}
-    await api.patch(IPNODES, node, {"status": status}, sub="status")
+    await api.patch(IPNODES, node, {"status": status}, status=True)
 
 
 async def judge(api: KubeApi, node: str, live: bool, reason: str) -> None:
     """The scheduler leader's Live condition (read, `mark_live`, status update)."""
     obj = await api.get(IPNODES, node)
     mark_live(live, reason, "written by the test")(obj)
-    await api.replace(IPNODES, obj, sub="status")
+    await api.replace(IPNODES, obj, status=True)
 
 
 async def exclude(api: KubeApi, node: str) -> None:
@@ -87,7 +87,7 @@ async def exclude(api: KubeApi, node: str) -> None:
         "lastTransitionTime": "2026-12-01T00:00:00Z",
     }
     obj.setdefault("status", {}).setdefault("conditions", []).append(condition)
-    await api.replace(IPNODES, obj, sub="status")
+    await api.replace(IPNODES, obj, status=True)
 
 
 @pytest.fixture
@@ -167,12 +167,12 @@ async def test_a_live_condition_among_others_is_the_one_shown(
             {"type": "Live", "status": "Unknown", "lastTransitionTime": stamp},
         ]
     }
-    await api.replace(IPNODES, obj, sub="status")
+    await api.replace(IPNODES, obj, status=True)
     table = rows(await kubectl(kubeconfig_path, home, "get", "ipn"), COLUMNS)
     assert table["node-1"]["LIVE"] == "Unknown"
     judged = await api.get(IPNODES, "node-1")
     mark_live(False, REASON_NO_REPLY, "no reply")(judged)
-    await api.replace(IPNODES, judged, sub="status")
+    await api.replace(IPNODES, judged, status=True)
     table = rows(await kubectl(kubeconfig_path, home, "get", "ipn"), COLUMNS)
     assert table["node-1"]["LIVE"] == "False"
 

@@ -43,7 +43,7 @@ async def beating(api: KubeApi) -> None:
     while True:
         n += 1
         for name in NODES:
-            await api.patch(IPNODES, name, {"status": {"heartbeat": n}}, sub="status")
+            await api.patch(IPNODES, name, {"status": {"heartbeat": n}}, status=True)
         await asyncio.sleep(0.2)
 
 

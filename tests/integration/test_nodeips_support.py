@@ -220,7 +220,7 @@ async def bind_like_controller(api: KubeApi, stop: asyncio.Event) -> None:
                 continue
             c["status"] = {**status, "phase": "Bound", "boundNode": node_name}
             with contextlib.suppress(Conflict, NotFound):
-                await api.replace(IPCLAIMS, c, "status")
+                await api.replace(IPCLAIMS, c, status=True)
         await asyncio.sleep(0.05)
 
 

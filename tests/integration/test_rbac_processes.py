@@ -625,20 +625,20 @@ async def test_what_each_account_is_refused(cluster: Cluster) -> None:
         await ctl.patch(IPCLAIMS, "203-0-113-2", {"spec": {"nodeName": "node-a"}})
     # allowed by RBAC, refused by the own-node policy
     with pytest.raises(Invalid) as invalid:
-        await ctl.patch(IPNODES, "node-b", {"status": {"heartbeat": 99}}, sub="status")
+        await ctl.patch(IPNODES, "node-b", {"status": {"heartbeat": 99}}, status=True)
     assert "a controller may only write its own IpNode" in invalid.value.message
     claim = await ctl.get(IPCLAIMS, "203-0-113-2")  # as the controller writes status: PUT
     claim["status"] = {"phase": "Bound", "boundNode": "node-a"}
     with pytest.raises(Invalid) as invalid:
-        await ctl.replace(IPCLAIMS, claim, sub="status")
+        await ctl.replace(IPCLAIMS, claim, status=True)
     assert "claims placed on its own node" in invalid.value.message
     with pytest.raises(Forbidden):  # and only that way
-        await ctl.patch(IPCLAIMS, "203-0-113-2", {"status": {"phase": "Bound"}}, sub="status")
+        await ctl.patch(IPCLAIMS, "203-0-113-2", {"status": {"phase": "Bound"}}, status=True)
     # the BGPConfigured condition is written by update (a PUT): of its own IpNode only
     other = await ctl.get(IPNODES, "node-b")
     mark_configured(True, "Applied", "as the controller writes it")(other)
     with pytest.raises(Invalid) as invalid:
-        await ctl.replace(IPNODES, other, sub="status")
+        await ctl.replace(IPNODES, other, status=True)
     assert "a controller may only write its own IpNode" in invalid.value.message
     # a BGPPeer's password: get, in eipctl-bgp only; no list, and none of eipctl-system's
     # Secrets (the liveness key, a cloud credential of nodeips)
@@ -650,7 +650,7 @@ async def test_what_each_account_is_refused(cluster: Cluster) -> None:
         await ctl.get(SECRETS, "eipctl-liveness", NS)
     with pytest.raises(NotFound):  # allowed: there is no such Secret
         await ctl.get(SECRETS, "tor-password", BGP_SECRETS)
-    await ctl.patch(IPNODES, "node-a", {"status": {"heartbeat": 1}}, sub="status")  # its own
+    await ctl.patch(IPNODES, "node-a", {"status": {"heartbeat": 1}}, status=True)  # its own
     # node keys (docs/liveness.md "Node keys"): its own node's Secret, written, never read
     await ctl.create(SECRETS, node_key_secret("node-a", KEY_A, NODE_KEYS), NODE_KEYS)
     await ctl.replace(SECRETS, node_key_secret("node-a", KEY_A, NODE_KEYS))  # a restart's
@@ -683,7 +683,7 @@ async def test_what_each_account_is_refused(cluster: Cluster) -> None:
     with pytest.raises(Forbidden):
         await sched.replace(SERVICES, svc)
     with pytest.raises(Forbidden):
-        await sched.patch(IPNODES, "node-a", {"status": {"heartbeat": 2}}, sub="status")
+        await sched.patch(IPNODES, "node-a", {"status": {"heartbeat": 2}}, status=True)
     with pytest.raises(Forbidden):  # the allocator's Lease is not the scheduler's
         await sched.get(LEASES, "eipctl-allocator", NS)
 

@@ -108,7 +108,7 @@ def heartbeat(n: int) -> dict[str, Any]:
 
 async def test_controller_writes_its_own_ipnode(client: Client) -> None:
     api = await client(CONTROLLER, node="node-a")
-    await api.patch(IPNODES, "node-a", heartbeat(1), sub="status")
+    await api.patch(IPNODES, "node-a", heartbeat(1), status=True)
     await api.patch(IPNODES, "node-a", {"metadata": {"labels": {"zone": "z1"}}})
     node = await api.get(IPNODES, "node-a")
     assert node["status"]["heartbeat"] == 1
@@ -118,7 +118,7 @@ async def test_controller_writes_its_own_ipnode(client: Client) -> None:
 async def test_controller_cannot_write_another_nodes_ipnode(client: Client, srv: ApiServer) -> None:
     api = await client(CONTROLLER, node="node-a")
     with pytest.raises(Invalid) as info:
-        await api.patch(IPNODES, "node-b", heartbeat(7), sub="status")
+        await api.patch(IPNODES, "node-b", heartbeat(7), status=True)
     assert info.value.status == 422
     assert info.value.message == (
         "ValidatingAdmissionPolicy 'eipctl-controller-own-node' with binding "
@@ -135,9 +135,9 @@ async def test_controller_writes_status_only_of_claims_placed_on_its_node(
 ) -> None:
     api = await client(CONTROLLER, node="node-a")
     bound = {"status": {"phase": "Bound", "boundNode": "node-a"}}
-    await api.patch(IPCLAIMS, "203-0-113-1", bound, sub="status")
+    await api.patch(IPCLAIMS, "203-0-113-1", bound, status=True)
     with pytest.raises(Invalid) as info:
-        await api.patch(IPCLAIMS, "203-0-113-2", bound, sub="status")
+        await api.patch(IPCLAIMS, "203-0-113-2", bound, status=True)
     assert info.value.message.endswith(
         "a controller may only write the status of claims placed on its own node"
     )
@@ -148,13 +148,13 @@ async def test_controller_writes_status_only_of_claims_placed_on_its_node(
 async def test_controller_token_without_a_node_name_is_refused(client: Client) -> None:
     api = await client(CONTROLLER)
     with pytest.raises(Invalid) as info:
-        await api.patch(IPNODES, "node-a", heartbeat(1), sub="status")
+        await api.patch(IPNODES, "node-a", heartbeat(1), status=True)
     assert info.value.message.endswith("the controller's token carries no node name")
 
 
 async def test_other_accounts_are_not_confined(client: Client, srv: ApiServer) -> None:
     scheduler = await client("eipctl-scheduler")
-    await scheduler.patch(IPCLAIMS, "203-0-113-2", {"status": {"phase": "Scheduled"}}, sub="status")
+    await scheduler.patch(IPCLAIMS, "203-0-113-2", {"status": {"phase": "Scheduled"}}, status=True)
     await scheduler.patch(IPNODES, "node-b", {"metadata": {"labels": {"x": "y"}}})
     assert srv.admission is not None and srv.admission.applied == 0
 
@@ -225,5 +225,5 @@ async def test_generic_rules_failure_policy_and_message_expression(
     assert getattr(info.value, "status", None) == 403
     assert str(info.value).endswith("denied request: link eth1 is not allowed")
     # the status subresource does not match "ipclaims"; the broken policy is ignored
-    await api.patch(IPCLAIMS, "203-0-113-1", {"status": {"phase": "Pending"}}, sub="status")
+    await api.patch(IPCLAIMS, "203-0-113-1", {"status": {"phase": "Pending"}}, status=True)
     await api.patch(IPCLAIMS, "203-0-113-1", {"metadata": {"labels": {"a": "b"}}})

@@ -310,7 +310,7 @@ async def test_service_account_without_bindings_is_refused_with_kubernetes_words
         'resource "services" in API group "" in the namespace "team-a"'
     )
     with pytest.raises(Forbidden) as info:
-        await api.patch(IPCLAIMS, "203-0-113-7", {"status": {}}, sub="status")
+        await api.patch(IPCLAIMS, "203-0-113-7", {"status": {}}, status=True)
     assert info.value.message == (
         'ipclaims.eipctl.io "203-0-113-7" is forbidden: User '
         '"system:serviceaccount:team-a:reader" cannot patch resource "ipclaims/status" in API '

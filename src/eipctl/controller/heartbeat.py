@@ -181,12 +181,12 @@ class Heartbeat:
         try:
             async with asyncio.timeout(self.fence.node_timeout):
                 try:
-                    await self._api.patch(IPNODES, self._node, patch, sub="status")
+                    await self._api.patch(IPNODES, self._node, patch, status=True)
                 except NotFound:
                     log.warning("ipnode.missing", node=self._node)
                     self.counter = int(await self._reregister()) + 1
                     patch["status"][HEARTBEAT] = self.counter
-                    await self._api.patch(IPNODES, self._node, patch, sub="status")
+                    await self._api.patch(IPNODES, self._node, patch, status=True)
         except Exception as exc:  # ApiError, timeout, or a client bug: never stop beating
             HEARTBEATS.labels("error").inc()
             if server_answered(exc):  # a 429 or a refusal: the API is there all the same
@@ -220,7 +220,7 @@ class Heartbeat:
                 RESTART_GRACE_SECONDS: seconds,
             }
         }
-        await self._api.patch(IPNODES, self._node, patch, sub="status")
+        await self._api.patch(IPNODES, self._node, patch, status=True)
 
     async def run(self) -> None:
         """Beat forever at a fixed cadence (a slow write shortens the next sleep)."""

@@ -98,6 +98,10 @@ class WatchEvent:
     object: Obj
 
 
+def _sub(status: bool) -> Subresource:
+    return "status" if status else None
+
+
 class KubeApi:
     """Typed verbs over one ApiClient. Thread-unsafe, loop-bound, like the ApiClient."""
 
@@ -173,14 +177,14 @@ class KubeApi:
         ref: ResourceRef,
         name: str,
         namespace: str | None = None,
-        sub: Subresource = None,
         *,
+        status: bool = False,
         resource_version: str | None = None,
     ) -> Obj:
         """One object. ``resource_version="0"`` lets the server answer from its watch cache
         (no etcd quorum read): any version is fine when the read only proves the API up."""
         query = None if resource_version is None else [("resourceVersion", resource_version)]
-        return await self._request("GET", ref.path(namespace, name, sub), query=query)
+        return await self._request("GET", ref.path(namespace, name, _sub(status)), query=query)
 
     async def list(
         self,
@@ -258,10 +262,11 @@ class KubeApi:
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
         return await self._request("POST", ref.path(ns), body=_with_type(ref, obj))
 
-    async def replace(self, ref: ResourceRef, obj: Obj, sub: Subresource = None) -> Obj:
-        """PUT: carries metadata.resourceVersion, so a stale copy gets `Conflict`."""
+    async def replace(self, ref: ResourceRef, obj: Obj, *, status: bool = False) -> Obj:
+        """PUT (of the status subresource with `status`): carries metadata.resourceVersion,
+        so a stale copy gets `Conflict`."""
         meta = obj.get("metadata") or {}
-        path = ref.path(meta.get("namespace"), meta["name"], sub)
+        path = ref.path(meta.get("namespace"), meta["name"], _sub(status))
         return await self._request("PUT", path, body=_with_type(ref, obj))
 
     async def patch(
@@ -270,10 +275,12 @@ class KubeApi:
         name: str,
         patch: Obj,
         namespace: str | None = None,
-        sub: Subresource = None,
+        *,
+        status: bool = False,
     ) -> Obj:
-        """JSON merge patch (RFC 7386): the content type CRDs and core kinds all accept."""
-        path = ref.path(namespace, name, sub)
+        """JSON merge patch (RFC 7386): the content type CRDs and core kinds all accept; of
+        the status subresource with `status`."""
+        path = ref.path(namespace, name, _sub(status))
         return await self._request("PATCH", path, body=patch, content_type=MERGE_PATCH)
 
     async def delete(

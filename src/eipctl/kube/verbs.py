@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from eipctl.core.fields import Mutation
-from eipctl.kube.client import Obj, ObjectList, ResourceRef, Subresource
+from eipctl.kube.client import Obj, ObjectList, ResourceRef
 
 # -- the API (`KubeApi`) ---------------------------------------------------------------------
 
@@ -21,8 +21,8 @@ class Gets(Protocol):
         ref: ResourceRef,
         name: str,
         namespace: str | None = None,
-        sub: Subresource = None,
         *,
+        status: bool = False,
         resource_version: str | None = None,
     ) -> Obj: ...
 
@@ -44,7 +44,7 @@ class Creates(Protocol):
 
 
 class Replaces(Protocol):
-    async def replace(self, ref: ResourceRef, obj: Obj, sub: Subresource = None) -> Obj: ...
+    async def replace(self, ref: ResourceRef, obj: Obj, *, status: bool = False) -> Obj: ...
 
 
 class Patches(Protocol):
@@ -54,7 +54,8 @@ class Patches(Protocol):
         name: str,
         patch: Obj,
         namespace: str | None = None,
-        sub: Subresource = None,
+        *,
+        status: bool = False,
     ) -> Obj: ...
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 
-from eipctl.kube.client import Obj, Subresource
+from eipctl.kube.client import Obj
 
 WRITE_ID = "eipctl.io/write-id"
 
@@ -24,11 +24,11 @@ def stamp(obj: Obj) -> str:
     return write_id
 
 
-def landed(current: Obj, sent: Obj, sub: Subresource, write_id: str) -> bool:
+def landed(current: Obj, sent: Obj, write_id: str, *, status: bool = False) -> bool:
     """Whether `current` (a fresh read) shows that the write of `sent` was applied."""
     if write_id:
         annotations = (current.get("metadata") or {}).get("annotations") or {}
         return bool(annotations.get(WRITE_ID) == write_id)
-    if sub == "status":
+    if status:
         return bool(current.get("status") == sent.get("status"))
     return False

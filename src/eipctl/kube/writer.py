@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 import structlog
 
 from eipctl.core.fields import Mutation
-from eipctl.kube.client import Obj, ResourceRef, Subresource
+from eipctl.kube.client import Obj, ResourceRef
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, is_retryable
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES, WRITER_WRITES
 from eipctl.kube.verbs import Creates, Deletes, Gets, Patches, Replaces
@@ -52,7 +52,7 @@ class _Op:
     kind: OpKind
     future: asyncio.Future[Any]
     mutate: Mutation | None = None
-    sub: Subresource = None
+    status: bool = False
     body: Obj | None = None
     resource_version: str | None = None
 
@@ -109,8 +109,7 @@ class SerializedWriter:
         Raises NotFound if the object does not exist; no write is sent if nothing changed.
         Cancelling the caller withdraws the mutation only if its write has not started.
         """
-        sub: Subresource = "status" if status else None
-        return await self._submit(ref, namespace, name, _Op("update", _fut(), mutate, sub))  # type: ignore[no-any-return]
+        return await self._submit(ref, namespace, name, _Op("update", _fut(), mutate, status))  # type: ignore[no-any-return]
 
     async def update_status(
         self, ref: ResourceRef, name: str, mutate: Mutation, *, namespace: str | None = None
@@ -145,7 +144,7 @@ class SerializedWriter:
         status: bool = False,
     ) -> Obj:
         """Merge-patch without a precondition, in lane order (for idempotent, blind sets)."""
-        op = _Op("patch", _fut(), sub="status" if status else None, body=patch)
+        op = _Op("patch", _fut(), status=status, body=patch)
         return await self._submit(ref, namespace, name, op)  # type: ignore[no-any-return]
 
     async def drain(self) -> None:
@@ -198,7 +197,7 @@ class SerializedWriter:
                     while (
                         lane.ops
                         and lane.ops[0].kind == "update"
-                        and lane.ops[0].sub == batch[0].sub
+                        and lane.ops[0].status == batch[0].status
                     ):
                         batch.append(lane.ops.popleft())
                 batch = [op for op in batch if not op.future.done()]
@@ -245,7 +244,7 @@ class SerializedWriter:
         else:
             body = batch[0].body or {}
             result = await self._retrying(
-                ref, lambda: self.api.patch(ref, name, body, ns, batch[0].sub)
+                ref, lambda: self.api.patch(ref, name, body, ns, status=batch[0].status)
             )
             WRITER_WRITES.labels(ref.plural, "patch").inc()
             lane.memo = None
@@ -281,12 +280,12 @@ class SerializedWriter:
 
     async def _update(self, key: LaneKey, lane: _Lane, batch: list[_Op]) -> Obj:
         ref = key[0]
-        sub = batch[0].sub
+        status = batch[0].status
         base = await self._fresh(key, lane)
         conflicts = attempts = 0
         unsure: list[tuple[Obj, str]] = []  # writes whose fate an error left unknown
         while True:
-            done = next((s for s, wid in unsure if landed(base, s, sub, wid)), None)
+            done = next((s for s, wid in unsure if landed(base, s, wid, status=status)), None)
             if done is not None:
                 stored = base
                 break
@@ -302,9 +301,11 @@ class SerializedWriter:
             if obj == base or not batch:
                 lane.memo = base
                 return base
-            write_id = stamp(obj) if sub is None and self.settings.stamp_writes else ""
+            write_id = stamp(obj) if not status and self.settings.stamp_writes else ""
             try:
-                stored = await self._call(functools.partial(self.api.replace, ref, obj, sub))
+                stored = await self._call(
+                    functools.partial(self.api.replace, ref, obj, status=status)
+                )
                 break
             except Conflict:
                 conflicts += 1
@@ -319,7 +320,7 @@ class SerializedWriter:
                 await self._backoff(ref, attempts, exc)
             lane.memo = None
             base = await self._reread(key)
-        WRITER_WRITES.labels(ref.plural, "update_status" if sub else "update").inc()
+        WRITER_WRITES.labels(ref.plural, "update_status" if status else "update").inc()
         lane.memo = stored
         return stored
 
@@ -342,7 +343,7 @@ class SerializedWriter:
                     except NotFound:
                         # gone since: ours deleted, or theirs; the caller decides again
                         raise taken from None
-                    if landed(current, obj, None, write_id):
+                    if landed(current, obj, write_id):
                         WRITER_WRITES.labels(ref.plural, "create").inc()
                         return current
                 raise

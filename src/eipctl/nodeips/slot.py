@@ -54,7 +54,7 @@ AVOID_FOR = 2.0
 
 class Reader(Protocol):
     async def get(
-        self, ref: Any, name: str, namespace: str | None = None, sub: Any = None
+        self, ref: Any, name: str, namespace: str | None = None, *, status: bool = False
     ) -> Obj: ...
 
 

@@ -31,7 +31,7 @@ class Api:
         if self.fail is not None:
             exc, self.fail = self.fail, None
             raise exc
-        assert kw.get("sub") == "status"
+        assert kw.get("status") is True
         self.patches.append(without_time(patch))
         return {}
 

@@ -30,7 +30,7 @@ class Clock:
 
 
 class Api:
-    """Records every status patch as (ref, name, sub, body); can fail, hang or take time."""
+    """Records every status patch as (ref, name, status, body); can fail, hang or take time."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.calls: list[tuple[Any, str, Any, Obj]] = []
@@ -53,7 +53,7 @@ class Api:
             raise self.failing
         if self.clock is not None:
             self.clock.now += self.takes
-        self.calls.append((ref, name, kw.get("sub"), without_time(patch)))
+        self.calls.append((ref, name, kw.get("status"), without_time(patch)))
         return {}
 
 
@@ -150,8 +150,8 @@ async def test_the_grace_announcement_is_a_new_heartbeat_value_carrying_the_grac
     assert hb.counter == 8
     assert await hb.beat()
     assert api.calls == [
-        (IPNODES, NODE, "status", {"status": {"heartbeat": 8, "restartGraceSeconds": 30.0}}),
-        (IPNODES, NODE, "status", {"status": {"heartbeat": 9, "restartGraceSeconds": None}}),
+        (IPNODES, NODE, True, {"status": {"heartbeat": 8, "restartGraceSeconds": 30.0}}),
+        (IPNODES, NODE, True, {"status": {"heartbeat": 9, "restartGraceSeconds": None}}),
     ]
 
 
@@ -162,7 +162,7 @@ async def test_a_deleted_ipnode_is_logged_registered_again_and_its_status_patche
     with structlog.testing.capture_logs() as logs:
         assert await hb.beat()
     assert api.calls == [
-        (IPNODES, NODE, "status", {"status": {"heartbeat": 101, "restartGraceSeconds": None}})
+        (IPNODES, NODE, True, {"status": {"heartbeat": 101, "restartGraceSeconds": None}})
     ]
     assert events(logs, "ipnode.missing") == [
         {"event": "ipnode.missing", "node": NODE, "log_level": "warning"}

@@ -60,7 +60,7 @@ class Bed:
                 {"type": "Hostname", "address": NODE},
                 {"type": "InternalIP", "address": internal_ip},
             ]
-            await self.api.patch(NODES, NODE, {"status": {"addresses": addresses}}, sub="status")
+            await self.api.patch(NODES, NODE, {"status": {"addresses": addresses}}, status=True)
 
     def finder(self, flag: str = "auto", host_ip: str = "", **kw: Any) -> LinkFinder:
         return LinkFinder(

@@ -105,7 +105,7 @@ class Bed:
         await self.api.patch(IPCLAIMS, claim_name_for(address), patch)
 
     async def set_status(self, address: str, status: Obj) -> None:
-        await self.api.patch(IPCLAIMS, claim_name_for(address), {"status": status}, sub="status")
+        await self.api.patch(IPCLAIMS, claim_name_for(address), {"status": status}, status=True)
 
     async def claim_status(self, address: str) -> Obj:
         return (await self.api.get(IPCLAIMS, claim_name_for(address))).get("status") or {}
@@ -330,7 +330,7 @@ async def test_a_previous_holder_declared_dead_is_replaced_without_probing(bed: 
     old.create_link("eth0", segment=bed.segment)
     await old.add("eth0", "203.0.113.7", 32, 60)
     await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
-    await bed.api.patch(IPNODES, "node-old", live("False"), sub="status")
+    await bed.api.patch(IPNODES, "node-old", live("False"), status=True)
     controller = bed.start()
     await eventually(controller.ready)
     skipped = REGISTRY.get_sample_value("eipctl_controller_probes_skipped_total") or 0.0
@@ -350,14 +350,14 @@ async def test_live_previous_holder_is_waited_for(bed: Bed) -> None:
     old.create_link("eth0", segment=bed.segment)
     await old.add("eth0", "203.0.113.7", 32, 60)
     await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
-    await bed.api.patch(IPNODES, "node-old", live("True"), sub="status")
+    await bed.api.patch(IPNODES, "node-old", live("True"), status=True)
     controller = bed.start()
     await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await bed.set_status("203.0.113.7", {"phase": "Bound", "boundNode": "node-old"})
     await asyncio.sleep(1.5)  # probes, each answered: a few conflict retries
     assert not bed.on_link("203.0.113.7")
-    await bed.api.patch(IPNODES, "node-old", live("False"), sub="status")
+    await bed.api.patch(IPNODES, "node-old", live("False"), status=True)
     await eventually(lambda: bed.on_link("203.0.113.7"), timeout=5)  # once declared dead
 
 
@@ -371,7 +371,7 @@ async def test_an_eipctl_node_still_answering_is_taken_over_at_once(bed: Bed) ->
     old_mac = mac_to_str(old.mac_of("eth0"))
     await bed.api.create(IPNODES, {"metadata": {"name": "node-old"}, "spec": {"link": "eth0"}})
     await bed.api.patch(
-        IPNODES, "node-old", {"status": {"heartbeat": 1, "macs": [old_mac]}}, sub="status"
+        IPNODES, "node-old", {"status": {"heartbeat": 1, "macs": [old_mac]}}, status=True
     )
     controller = bed.start()
     await eventually(controller.ready)

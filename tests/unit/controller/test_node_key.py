@@ -53,7 +53,7 @@ class Api:
         self.created.append(obj)
         return obj
 
-    async def replace(self, ref: Any, obj: dict[str, Any], sub: Any = None) -> Any:
+    async def replace(self, ref: Any, obj: dict[str, Any], *, status: bool = False) -> Any:
         self.replaced.append(obj)
         return obj
 

@@ -63,7 +63,7 @@ class FakeApi:
         self._bump(ref.plural, "DELETED", obj)
 
     async def get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, sub: Any = None
+        self, ref: ResourceRef, name: str, namespace: str | None = None, *, status: bool = False
     ) -> Obj:
         await asyncio.sleep(0)
         self._fault("get")
@@ -92,16 +92,16 @@ class FakeApi:
         if self.fault_after:
             raise self.fault_after.pop(0)
 
-    async def replace(self, ref: ResourceRef, obj: Obj, sub: Any = None) -> Obj:
+    async def replace(self, ref: ResourceRef, obj: Obj, *, status: bool = False) -> Obj:
         await asyncio.sleep(0)
-        self._fault("replace_status" if sub else "replace")
+        self._fault("replace_status" if status else "replace")
         key = object_key(obj)
         cur = self.objects.get((ref.plural, key))
         if cur is None:
             raise _err(404, "NotFound")
         if obj["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
             raise _err(409, "Conflict")
-        if sub == "status":
+        if status:
             new = {**copy.deepcopy(cur), "status": copy.deepcopy(obj.get("status"))}
         else:
             new = {**copy.deepcopy(obj), "status": copy.deepcopy(cur.get("status"))}
@@ -112,7 +112,13 @@ class FakeApi:
         return stored
 
     async def patch(
-        self, ref: ResourceRef, name: str, patch: Obj, namespace: str | None = None, sub: Any = None
+        self,
+        ref: ResourceRef,
+        name: str,
+        patch: Obj,
+        namespace: str | None = None,
+        *,
+        status: bool = False,
     ) -> Obj:
         await asyncio.sleep(0)
         self._fault("patch")

@@ -120,7 +120,7 @@ class LeaseStore:
             raise fault
 
     async def get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, sub: Any = None
+        self, ref: ResourceRef, name: str, namespace: str | None = None, *, status: bool = False
     ) -> Obj:
         await self._enter("get", ref, None, namespace)
         if self.lease is None or (name, namespace) != (LEASE, NAMESPACE):
@@ -137,7 +137,7 @@ class LeaseStore:
         self.lease.update({k: obj[k] for k in ("apiVersion", "kind") if k in obj})
         return copy.deepcopy(self.lease)
 
-    async def replace(self, ref: ResourceRef, obj: Obj, sub: Any = None) -> Obj:
+    async def replace(self, ref: ResourceRef, obj: Obj, *, status: bool = False) -> Obj:
         await self._enter("replace", ref, obj, None)
         if self.lease is None:
             raise NotFound(404, "NotFound", LEASE)

@@ -70,13 +70,13 @@ async def test_conflicts_are_reread_and_reapplied_keeping_foreign_changes() -> N
         rogue = 0
         writes = 0
 
-        async def replace(self, ref: Any, obj: Obj, sub: Any = None) -> Obj:
+        async def replace(self, ref: Any, obj: Obj, *, status: bool = False) -> Obj:
             self.writes += 1
             if self.writes % 2:
                 cur = self.objects[("ipclaims", "c1")]
                 self.rogue += 1
                 self.put(IPCLAIMS, {**cur, "spec": {**cur["spec"], "rogue": self.rogue}})
-            return await super().replace(ref, obj, sub)
+            return await super().replace(ref, obj, status=status)
 
     api = RogueApi()
     api.put(IPCLAIMS, claim())
@@ -178,10 +178,10 @@ async def test_a_name_taken_and_freed_again_during_a_retried_create_is_already_e
 
     class TakenThenFreed(RefusingApi):
         async def get(
-            self, ref: Any, name: str, namespace: str | None = None, sub: Any = None
+            self, ref: Any, name: str, namespace: str | None = None, *, status: bool = False
         ) -> Obj:
             self.objects.pop(("ipclaims", name), None)  # deleted just before the re-read
-            return await super().get(ref, name, namespace, sub)
+            return await super().get(ref, name, namespace, status=status)
 
     api = TakenThenFreed()
     api.refuse["create"] = [error_for(503)]
@@ -268,11 +268,11 @@ async def test_close_cancels_in_flight_and_queued_writes_and_refuses_new_ones() 
             self.release = asyncio.Event()
             self.sent = asyncio.Event()
 
-        async def replace(self, ref: Any, obj: Obj, sub: Any = None) -> Obj:
+        async def replace(self, ref: Any, obj: Obj, *, status: bool = False) -> Obj:
             if obj["metadata"]["name"] == "c1":
                 self.sent.set()
                 await self.release.wait()
-            return await super().replace(ref, obj, sub)
+            return await super().replace(ref, obj, status=status)
 
     api = StuckApi()
     api.put(IPCLAIMS, claim("c1"))

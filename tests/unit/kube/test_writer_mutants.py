@@ -75,28 +75,34 @@ class ScopedApi(FakeApi):
                 raise
 
     async def get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, sub: Any = None
+        self, ref: ResourceRef, name: str, namespace: str | None = None, *, status: bool = False
     ) -> Obj:
-        return await super().get(ref, name, _scope(ref, namespace), sub)
+        return await super().get(ref, name, _scope(ref, namespace), status=status)
 
     async def create(self, ref: ResourceRef, obj: Obj, namespace: str | None = None) -> Obj:
         await self._gate(object_key(obj))
         return await super().create(ref, obj, namespace)
 
-    async def replace(self, ref: ResourceRef, obj: Obj, sub: Any = None) -> Obj:
+    async def replace(self, ref: ResourceRef, obj: Obj, *, status: bool = False) -> Obj:
         await self._gate(object_key(obj))
-        return await super().replace(ref, obj, sub)
+        return await super().replace(ref, obj, status=status)
 
     async def patch(
-        self, ref: ResourceRef, name: str, patch: Obj, namespace: str | None = None, sub: Any = None
+        self,
+        ref: ResourceRef,
+        name: str,
+        patch: Obj,
+        namespace: str | None = None,
+        *,
+        status: bool = False,
     ) -> Obj:
         ns = _scope(ref, namespace)
         await self._gate(f"{ns}/{name}" if ns else name)
-        if sub == "status":
+        if status:
             patch = {"status": patch["status"]} if "status" in patch else {}
         else:
             patch = {k: v for k, v in patch.items() if k != "status"}
-        return await super().patch(ref, name, patch, ns, sub)
+        return await super().patch(ref, name, patch, ns, status=status)
 
     async def delete(
         self,
@@ -554,10 +560,10 @@ async def test_after_an_update_lost_its_object_the_next_write_reads_again() -> N
     and so does the status update queued behind it (it does not start from a stale copy)."""
 
     class VanishingApi(ScopedApi):
-        async def replace(self, ref: Any, obj: Obj, sub: Any = None) -> Obj:
+        async def replace(self, ref: Any, obj: Obj, *, status: bool = False) -> Obj:
             self.put(IPCLAIMS, {**self.objects[("ipclaims", "c1")], "spec": {"n": 9}})
             try:
-                return await super().replace(ref, obj, sub)
+                return await super().replace(ref, obj, status=status)
             finally:
                 self.remove(IPCLAIMS, "c1")
 
