@@ -23,6 +23,7 @@ from test_nodeips_support import (
 )
 
 from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.controller.settings import AddressSettings, ApiSettings, FencingSettings
 from eipctl.core.naming import TAINT_NOT_ATTACHED
 from eipctl.kube.client import KubeApi
 from eipctl.net.memory import MemoryLinkBackend, Segment
@@ -30,10 +31,9 @@ from eipctl.net.memory import MemoryLinkBackend, Segment
 SETTINGS = NodeSettings(
     node="n1",
     link="eth0",
-    heartbeat_interval=0.05,
-    node_timeout=0.4,
-    resync_interval=0.5,
-    address_lifetime=2.0,
+    api=ApiSettings(heartbeat_interval=0.05),
+    fencing=FencingSettings(node_timeout=0.4),
+    addresses=AddressSettings(lifetime=2.0, resync_interval=0.5),
 )
 
 

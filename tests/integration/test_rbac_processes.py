@@ -21,6 +21,7 @@ import contextlib
 import functools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,12 @@ from eipctl.allocator.process import run as run_allocator
 from eipctl.controller.bgp import CONDITION as BGP_CONFIGURED
 from eipctl.controller.bgp import mark_configured, sha256_of
 from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.controller.settings import (
+    AddressSettings,
+    AnnounceSettings,
+    ApiSettings,
+    FencingSettings,
+)
 from eipctl.core.naming import (
     LABEL_AUTO_ASSIGN,
     LABEL_EXTERNAL_IP,
@@ -92,13 +99,14 @@ STORAGE = {
 }
 OFF = parse_bind_address("0")
 # test timings: the controllers' node-timeout stays <= the scheduler's (docs/controller.md)
-CONTROLLER = {
-    "heartbeat_interval": 0.05,
-    "node_timeout": 0.4,
-    "resync_interval": 0.5,
-    "address_lifetime": 2.0,
-    "restart_grace": 0.3,  # a clean stop writes status.restartGraceSeconds: judged too
-}
+CONTROLLER = NodeSettings(
+    node="",  # each `Node` its own
+    link="eth0",
+    # restart_grace: a clean stop writes status.restartGraceSeconds: judged too
+    api=ApiSettings(heartbeat_interval=0.05, restart_grace=0.3),
+    fencing=FencingSettings(node_timeout=0.4),
+    addresses=AddressSettings(lifetime=2.0, resync_interval=0.5),
+)
 SCHEDULER_NODE_TIMEOUT = 0.6
 # the process's default --bgp-link: every controller watches the pools (how each announces)
 BGP_LINK = ControllerSettings.bgp_link  # the field's default
@@ -203,13 +211,12 @@ class Node:
         self.backend = MemoryLinkBackend()
         self.backend.create_link("eth0", segment=segment)
         self.controller = NodeController(
-            NodeSettings(
+            replace(
+                CONTROLLER,
                 node=name,
-                link="eth0",
-                bgp_link=BGP_LINK,
-                frr_config=frr_config,
-                bgp_secret_namespace=BGP_SECRETS,
-                **CONTROLLER,
+                announcing=AnnounceSettings(
+                    bgp_link=BGP_LINK, frr_config=frr_config, bgp_secret_namespace=BGP_SECRETS
+                ),
             ),
             api=api,
             heartbeat_api=api,

@@ -48,7 +48,7 @@ class Departure:
         """Why our node is leaving (`core.eligibility.leaving_reason`), or None for a restart.
         A Node we cannot read (gone, forbidden, API down) counts as a restart: the old rule."""
         try:
-            async with asyncio.timeout(self.settings.node_timeout):
+            async with asyncio.timeout(self.settings.fencing.node_timeout):
                 node = await self._api.get(NODES, self.settings.node)
         except Exception as exc:  # NotFound, Forbidden, timeout: no evidence of a drain
             log.info("shutdown.node_unreadable", node=self.settings.node, error=repr(exc))
@@ -59,13 +59,13 @@ class Departure:
         """The node is being drained, deleted or excluded: no restart grace. The addresses
         get one fresh lifetime, so they keep answering while the scheduler (which stops
         hearing us now) moves the claims and the new holders take over from our MAC."""
-        kept = await self._reconciler.extend_lifetimes(self.settings.address_lifetime)
+        kept = await self._reconciler.extend_lifetimes(self.settings.addresses.lifetime)
         log.info(
             "shutdown.handing_over",
             node=self.settings.node,
             reason=reason,
             addresses=kept,
-            lifetime=self.settings.address_lifetime,
+            lifetime=self.settings.addresses.lifetime,
         )
 
     async def _announce_restart(self) -> None:
@@ -75,11 +75,11 @@ class Departure:
         Lifetimes first, so the kernel never drops an address the scheduler still leaves
         here; if the new process never comes, both run out together and the IPs move.
         """
-        grace = self.settings.restart_grace
+        grace = self.settings.api.restart_grace
         extended = await self._reconciler.extend_lifetimes(grace)
         announced = False
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(self.settings.node_timeout):
+            async with asyncio.timeout(self.settings.fencing.node_timeout):
                 await self._heartbeat.announce_grace(grace)
                 announced = True
         log.info(

@@ -26,7 +26,6 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
@@ -62,6 +61,7 @@ from .metrics import (
     PASS_SECONDS,
     TIME_TO_BOUND_SECONDS,
 )
+from .settings import AddressSettings
 from .status import StatusReporter
 from .takeover import HolderNode, MacOwner, Takeover
 
@@ -83,30 +83,16 @@ class ClaimSource(Protocol):
     def objects(self) -> list[Obj]: ...
 
 
-@dataclass(frozen=True)
-class ReconcilerSettings:
-    node: str
-    default_link: str
-    address_lifetime: float
-    conflict_retry: float = 0.5
-    """Probe a conflicting claim again after this long."""
-    error_retry: float = 1.0
-    """Run another pass this soon after a failed link operation."""
-    bgp_link: str = ""
-    """The dummy link for the IPs of pools announced by BGP (created when first needed);
-    "" = no BGP mode: every claim is layer 2."""
-
-    @property
-    def valid_lft(self) -> int:
-        """netlink lifetimes are whole seconds; round up so they never undercut the flag."""
-        return max(1, math.ceil(self.address_lifetime))
-
-
 class LinkReconciler:
     def __init__(
         self,
-        settings: ReconcilerSettings,
+        node: str,
+        default_link: str,
+        addresses: AddressSettings,
         *,
+        bgp_link: str = "",
+        conflict_retry: float = 0.5,
+        error_retry: float = 1.0,
         backend: LinkBackend,
         claims: ClaimSource,
         fence: Fence,
@@ -119,18 +105,26 @@ class LinkReconciler:
         pools: PoolModes | None = None,
         leader_agrees: Callable[[], bool] | None = None,
     ) -> None:
-        self.settings = settings
+        """``bgp_link``: the dummy link for the IPs of pools announced by BGP (created when
+        first needed); "" = no BGP mode: every claim is layer 2. ``conflict_retry``: probe a
+        conflicting claim again after this long; ``error_retry``: run another pass this soon
+        after a failed link operation."""
+        self.node = node
+        self.default_link = default_link
+        self.addresses = addresses
+        self._conflict_retry = conflict_retry
+        self._error_retry = error_retry
         self._backend = backend
         self._claims = claims
         self._fence = fence
         self._status = status
         layer2 = Layer2(Announcements(announcer, fence.may_hold, leader_agrees))
         modes: list[AnnounceMode] = [layer2]  # a new mode is a module in announcing/ and a line
-        if settings.bgp_link:
-            modes.append(BgpRoutes(settings.bgp_link, backend, settings.node, self._failed))
+        if bgp_link:
+            modes.append(BgpRoutes(bgp_link, backend, node, self._failed))
         self._modes = AnnounceModes(modes, pools)
         self._takeover = Takeover(
-            settings.node,
+            node,
             prober=prober,
             mac_owner=mac_owner,
             holder_node=holder_node,
@@ -138,7 +132,7 @@ class LinkReconciler:
             report_failure=self._failed,
             claim_lookup=claim_lookup,
         )
-        self._handover = Handover(settings.node, claim_lookup, settings.address_lifetime)
+        self._handover = Handover(node, claim_lookup, addresses.lifetime)
         self._macs: dict[str, str] = {}  # link -> its MAC, published on the IpNode
         self._links_used: set[str] = set()
         self._missing_links_reported: set[str] = set()
@@ -148,10 +142,6 @@ class LinkReconciler:
         """claim -> when first seen placed here (None once counted in time-to-bound)."""
         self._held: set[Address] = set()
         """Addresses this process put on a link and has not removed: one missing is drift."""
-
-    @property
-    def node(self) -> str:
-        return self.settings.node
 
     # -- the pass ------------------------------------------------------------------------
     async def reconcile(self, *, release: bool = False) -> float | None:
@@ -171,7 +161,7 @@ class LinkReconciler:
         parsed: dict[str, IpClaim] = {}
         if not fenced:
             desired, parsed = self._modes.placed_claims(
-                self._claims.objects(), self.node, self.settings.default_link
+                self._claims.objects(), self.node, self.default_link
             )
             for mode in sorted({c.mode for c in desired}):
                 await self._modes.by_name(mode).prepare()
@@ -179,7 +169,7 @@ class LinkReconciler:
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in parsed}
         for name in parsed:
             self._first_seen.setdefault(name, started)
-        links = links_to_inspect(self.settings.default_link, desired, self._links_used)
+        links = links_to_inspect(self.default_link, desired, self._links_used)
         observed = await self._observe(links)
         actions = plan(desired, observed, fenced=fenced)
         may_hold = not fenced and self._fence.may_hold()
@@ -221,7 +211,7 @@ class LinkReconciler:
         returns how many were extended. No pass, no decisions: the next process decides."""
         lifetime = max(1, math.ceil(seconds))
         extended = 0
-        for link in sorted({self.settings.default_link, *self._links_used}):
+        for link in sorted({self.default_link, *self._links_used}):
             try:
                 managed = await self._backend.list_managed(link)
             except NetError as exc:
@@ -286,7 +276,7 @@ class LinkReconciler:
     async def _put(self, addr: Address, claim: IpClaim, op: str) -> bool:
         """Add `addr` or renew its lifetime; False (reported) if the link refused it."""
         try:
-            await self._backend.add(addr.link, addr.ip, addr.prefixlen, self.settings.valid_lft)
+            await self._backend.add(addr.link, addr.ip, addr.prefixlen, self.addresses.valid_lft)
         except ForeignAddressError as exc:
             self._conflict(claim, "AdminAddress", str(exc))
             return False
@@ -352,7 +342,7 @@ class LinkReconciler:
     def _conflict(self, claim: IpClaim, reason: str, message: str) -> None:
         CLAIM_CONFLICTS.labels(reason).inc()
         self._status.conflict(claim, reason, message)
-        self._retry_in(self.settings.conflict_retry)
+        self._retry_in(self._conflict_retry)
 
     def _report_blocked(self, blocked: Blocked, claim: IpClaim) -> None:
         addr = blocked.claim.address
@@ -367,7 +357,7 @@ class LinkReconciler:
         elif addr.link not in self._missing_links_reported:
             self._missing_links_reported.add(addr.link)
             log.warning("claim.blocked", claim=claim.name, reason="LinkMissing", link=addr.link)
-            self._retry_in(self.settings.error_retry)
+            self._retry_in(self._error_retry)
 
     async def _report_addresses(self, links: Iterable[str]) -> None:
         held: set[tuple[IPAddress, int]] = set()
@@ -389,7 +379,7 @@ class LinkReconciler:
     def _failed(self, op: str, exc: NetError, **fields: str) -> None:
         NET_ERRORS.labels(op).inc()
         log.warning("link.failed", op=op, error=str(exc), **fields)
-        self._retry_in(self.settings.error_retry)
+        self._retry_in(self._error_retry)
 
     def _retry_in(self, seconds: float) -> None:
         self._retry = seconds if self._retry is None else min(self._retry, seconds)

@@ -40,7 +40,7 @@ from .departure import Departure
 from .fencing import FenceWatch
 from .flood_events import FloodEvents
 from .heartbeat import Endpoint, Heartbeat, register
-from .link_reconciler import LinkReconciler, ReconcilerSettings
+from .link_reconciler import LinkReconciler
 from .liveness_endpoint import own_address
 from .node_key import publish as publish_node_key
 from .outage_events import OutageEvents
@@ -82,22 +82,22 @@ class NodeController:
         self._api = api
         self._backend = backend
         self._trigger = asyncio.Event()
-        self.fence = Fence(settings.node_timeout, clock, vouch_window=settings.vouch_window)
+        self.fence = Fence(
+            settings.fencing.node_timeout, clock, vouch_window=settings.liveness.vouch_window
+        )
         self.writer = SerializedWriter(api)
         self.events = EventRecorder(api, "eipctl-controller", host=settings.node)
         self.claims = ClaimCache(api, settings.node, self._claims_changed)
         self.vouching = Vouching(settings.node, self.claims, self.fence, loop_clock)
         self.writer.use_cache(IPCLAIMS, self.claims)
         self.status = StatusReporter(self.writer, self.events, settings.node)
-        self.pools = PoolCache(api, self._trigger.set) if settings.bgp_link else None
+        self.pools = PoolCache(api, self._trigger.set) if settings.announcing.bgp_link else None
         self.reconciler = LinkReconciler(
-            ReconcilerSettings(
-                node=settings.node,
-                default_link=settings.link,
-                address_lifetime=settings.address_lifetime,
-                conflict_retry=max(0.2, settings.probe_silence),
-                bgp_link=settings.bgp_link,
-            ),
+            settings.node,
+            settings.link,
+            settings.addresses,
+            bgp_link=settings.announcing.bgp_link,
+            conflict_retry=max(0.2, settings.liveness.probe_silence),
             backend=backend,
             claims=self.claims,
             fence=self.fence,
@@ -114,7 +114,7 @@ class NodeController:
         self.heartbeat = Heartbeat(
             heartbeat_api,
             settings.node,
-            interval=settings.heartbeat_interval,
+            interval=settings.api.heartbeat_interval,
             fence=self.fence,
             on_transition=self.fence_watch.report,
             reregister=self._register,
@@ -129,7 +129,7 @@ class NodeController:
                 else keyring.with_node_keys({settings.node: node_key}, required=False),
                 flags=self._liveness_flags,
                 on_probe=self.vouching.on_probe,
-                writer_heard_within=settings.probe_silence / 2,
+                writer_heard_within=settings.liveness.probe_silence / 2,
                 on_flood=FloodEvents(self.events, settings.node).report,
             )
         )
@@ -140,7 +140,7 @@ class NodeController:
                 api,
                 settings.node,
                 PeerQuerier(settings.node, self.responder, identity=self._identity),
-                probe_silence=settings.probe_silence,
+                probe_silence=settings.liveness.probe_silence,
                 cluster_size=lambda: self.vouching.cluster_size,
             )
         )
@@ -148,8 +148,8 @@ class NodeController:
         self.reachability = ApiReachability(
             heartbeat_api,
             settings.node,
-            interval=settings.api_check_interval,
-            probe_silence=settings.probe_silence,
+            interval=settings.fencing.api_check_interval,
+            probe_silence=settings.liveness.probe_silence,
             fence=self.fence,
             on_transition=self.fence_watch.report,
             last_probe=self._last_writer_probe,
@@ -166,13 +166,13 @@ class NodeController:
                 writer=self.writer,
                 events=self.events,
                 node=settings.node,
-                path=settings.frr_config,
+                path=settings.announcing.frr_config,
                 pools=self.pools,
-                bgp_link=settings.bgp_link,
-                secret_namespace=settings.bgp_secret_namespace,
+                bgp_link=settings.announcing.bgp_link,
+                secret_namespace=settings.announcing.bgp_secret_namespace,
                 router_id=self._router_id,
             )
-            if settings.frr_config and self.pools is not None
+            if settings.announcing.frr_config and self.pools is not None
             else None
         )
         if self.frr is not None and self.pools is not None:
@@ -208,7 +208,7 @@ class NodeController:
         if self._node_key is not None:
             s = self.settings
             self._key_task = asyncio.create_task(
-                publish_node_key(self._api, s.node, self._node_key, s.node_key_namespace),
+                publish_node_key(self._api, s.node, self._node_key, s.api.node_key_namespace),
                 name="node-key",
             )
         try:
@@ -230,10 +230,10 @@ class NodeController:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
-        if self.settings.cleanup_on_exit:
+        if self.settings.addresses.cleanup_on_exit:
             await self.reconciler.release_all()
             log.info("shutdown.addresses.removed", node=self.settings.node)
-        elif self.settings.restart_grace > 0 and not self.fence.fenced:
+        elif self.settings.api.restart_grace > 0 and not self.fence.fenced:
             await Departure(self.settings, self._api, self.reconciler, self.heartbeat).run()
         else:
             log.info("shutdown.addresses.kept", node=self.settings.node)
@@ -254,8 +254,8 @@ class NodeController:
         if self.responder is None:
             return
         s = self.settings
-        address = s.liveness_address or await own_address(self._backend, s.link)
-        await self.responder.start(address, s.liveness_port)
+        address = s.liveness.address or await own_address(self._backend, s.link)
+        await self.responder.start(address, s.liveness.port)
         self.liveness_endpoint = (address, self.responder.port)
         log.info("liveness.listening", node=s.node, address=address, port=self.responder.port)
 
@@ -290,7 +290,7 @@ class NodeController:
     # -- loops ---------------------------------------------------------------------------
     async def _reconcile_loop(self) -> None:
         delay: float | None = None
-        renew = self.settings.renew_interval
+        renew = self.settings.addresses.renew_interval
         while True:
             timeout = renew if delay is None else min(delay, renew)
             with contextlib.suppress(TimeoutError):
@@ -327,7 +327,7 @@ class NodeController:
         delay = 0.1
         while True:
             try:
-                async with asyncio.timeout(max(self.settings.node_timeout, 5.0)):
+                async with asyncio.timeout(max(self.settings.fencing.node_timeout, 5.0)):
                     self.heartbeat.counter = await self._register()
                 break
             except Exception as exc:  # keep trying: the fence covers the meantime
@@ -339,7 +339,7 @@ class NodeController:
 
     async def _resync_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.resync_interval)
+            await asyncio.sleep(self.settings.addresses.resync_interval)
             self._trigger.set()
             if self.registered.is_set() and not self.fence.fenced:
                 try:
@@ -351,7 +351,7 @@ class NodeController:
     def _on_fence(self, transition: FenceTransition) -> None:
         node = self.settings.node
         involved = reference(API_VERSION, "IpNode", {"metadata": {"name": node}})
-        timeout = self.settings.node_timeout
+        timeout = self.settings.fencing.node_timeout
         if transition is FenceTransition.FENCE:
             self.events.emit(
                 involved,
@@ -375,14 +375,14 @@ class NodeController:
 
     async def _claim_fresh(self, name: str) -> Obj | None:
         try:
-            async with asyncio.timeout(self.settings.node_timeout):
+            async with asyncio.timeout(self.settings.fencing.node_timeout):
                 return await self._api.get(IPCLAIMS, name)
         except NotFound:
             return None
 
     async def _mac_owner(self, mac: str) -> str | None:
         """Which other eipctl node publishes `mac` (only asked after a probe conflict)."""
-        async with asyncio.timeout(self.settings.node_timeout):
+        async with asyncio.timeout(self.settings.fencing.node_timeout):
             nodes = await self._api.list(IPNODES)
         for obj in nodes.items:
             try:
@@ -396,7 +396,7 @@ class NodeController:
     async def _holder_node(self, node: str) -> IpNode | None:
         """Another node's IpNode, read fresh (the take-over rule reads its Live condition)."""
         try:
-            async with asyncio.timeout(self.settings.node_timeout):
+            async with asyncio.timeout(self.settings.fencing.node_timeout):
                 obj = await self._api.get(IPNODES, node)
         except NotFound:
             return None

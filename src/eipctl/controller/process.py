@@ -195,24 +195,7 @@ class LinkFinder:
 
 def node_settings(settings: ControllerSettings, link: str | None = None) -> NodeSettings:
     """`link`: the chosen one (`LinkFinder`); None takes --iface as it is (the sandbox)."""
-    return NodeSettings(
-        node=settings.node_name,
-        link=settings.iface if link is None else link,
-        heartbeat_interval=settings.heartbeat_interval,
-        node_timeout=settings.node_timeout,
-        resync_interval=settings.resync_interval,
-        address_lifetime=settings.address_lifetime,
-        cleanup_on_exit=settings.cleanup_on_exit,
-        restart_grace=settings.restart_grace,
-        api_check_interval=settings.api_check_interval,
-        probe_silence=settings.probe_silence,
-        liveness_address=settings.liveness_address,
-        liveness_port=settings.liveness_port,
-        bgp_link=settings.bgp_link,
-        frr_config=settings.frr_config,
-        bgp_secret_namespace=settings.bgp_secret_namespace,
-        node_key_namespace=settings.node_key_namespace,
-    )
+    return NodeSettings.from_flags(settings, settings.iface if link is None else link)
 
 
 async def run(settings: ControllerSettings, *, health: Health, stop: asyncio.Event) -> None:

@@ -237,7 +237,7 @@ class SimulatedNode:
 
     async def _run_controller(self, backend: MemoryLinkBackend, stop: asyncio.Event) -> None:
         try:
-            api, heartbeat_api = await self.kube.apis(self.settings.node_timeout)
+            api, heartbeat_api = await self.kube.apis(self.settings.fencing.node_timeout)
 
             async def announcer(
                 link: str,
@@ -298,11 +298,16 @@ class Fleet:
                 kube=self.kube,
                 # restart_grace 0: a kill is a crash, never a clean restart that asks the
                 # scheduler to wait before moving the node's IPs
-                settings=replace(
-                    node_settings(replace(defaults, node_name=name, iface=LINK, restart_grace=0.0)),
-                    liveness_address=liveness_address(index),
-                    liveness_port=LIVENESS_PORT,
-                    bgp_link="",  # no FRR here: every pool is l2, and no pool watch per node
+                settings=node_settings(
+                    replace(
+                        defaults,
+                        node_name=name,
+                        iface=LINK,
+                        restart_grace=0.0,
+                        liveness_address=liveness_address(index),
+                        liveness_port=LIVENESS_PORT,
+                        bgp_link="",  # no FRR here: every pool is l2, and no pool watch per node
+                    )
                 ),
                 keyring=keyring,
                 on_add=functools.partial(self.holding.add, name),

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from eipctl.controller.link_reconciler import LinkReconciler, ReconcilerSettings
+from eipctl.controller.link_reconciler import LinkReconciler
+from eipctl.controller.settings import AddressSettings
 from eipctl.controller.status import StatusReporter
 from eipctl.core.fence import Fence
 from eipctl.core.naming import claim_name_for, node_claim_name_for
@@ -87,7 +88,9 @@ class Harness:
         self.probed: list[str] = []
         self.probe_answer: ProbeConflict | Exception | None = None
         self.reconciler = LinkReconciler(
-            ReconcilerSettings(node=NODE, default_link="eth0", address_lifetime=2.5),
+            NODE,
+            "eth0",
+            AddressSettings(lifetime=2.5, resync_interval=30.0),
             backend=self.backend,
             claims=self.claims,
             fence=self.fence,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from test_link_reconciler import NODE, Harness
 
-from eipctl.controller.link_reconciler import LinkReconciler, ReconcilerSettings
+from eipctl.controller.link_reconciler import LinkReconciler
+from eipctl.controller.settings import AddressSettings
 from eipctl.controller.status import StatusReporter
 from eipctl.core.fence import Fence
 from eipctl.core.naming import LABEL_POOL
@@ -30,9 +31,10 @@ class BgpHarness(Harness):
         self.pools = Pools()
         self.status = StatusReporter(self.writer, self.events, NODE)
         self.reconciler = LinkReconciler(
-            ReconcilerSettings(
-                node=NODE, default_link="eth0", address_lifetime=2.5, bgp_link=BGP_LINK
-            ),
+            NODE,
+            "eth0",
+            AddressSettings(lifetime=2.5, resync_interval=30.0),
+            bgp_link=BGP_LINK,
             backend=self.backend,
             claims=self.claims,
             fence=Fence(1.0, self.clock),

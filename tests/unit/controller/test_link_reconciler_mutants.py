@@ -12,7 +12,8 @@ import pytest
 import structlog
 
 from eipctl.controller import link_reconciler as link_reconciler_module
-from eipctl.controller.link_reconciler import LinkReconciler, ReconcilerSettings
+from eipctl.controller.link_reconciler import LinkReconciler
+from eipctl.controller.settings import AddressSettings
 from eipctl.controller.status import StatusReporter
 from eipctl.core.fence import Fence
 from eipctl.core.naming import claim_name_for
@@ -109,7 +110,9 @@ class Harness:
         self.probe_answer: ProbeConflict | None = None
         self.status = StatusReporter(Writer(), Events(), NODE)
         self.reconciler = LinkReconciler(
-            ReconcilerSettings(node=NODE, default_link="eth0", address_lifetime=2.5),
+            NODE,
+            "eth0",
+            AddressSettings(lifetime=2.5, resync_interval=30.0),
             backend=self.backend,
             claims=self.claims,
             fence=self.fence,

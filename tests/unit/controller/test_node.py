@@ -20,6 +20,7 @@ import structlog
 
 from eipctl.controller.claim_cache import ClaimCache
 from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.controller.settings import AddressSettings, ApiSettings, FencingSettings
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.core.peer_keys import PeerIdentity
@@ -36,10 +37,9 @@ NODE = "node-a"
 FAST = NodeSettings(
     node=NODE,
     link="eth0",
-    heartbeat_interval=0.05,
-    node_timeout=0.4,
-    resync_interval=0.5,
-    address_lifetime=2.0,
+    api=ApiSettings(heartbeat_interval=0.05),
+    fencing=FencingSettings(node_timeout=0.4),
+    addresses=AddressSettings(lifetime=2.0, resync_interval=0.5),
 )
 
 
@@ -205,8 +205,8 @@ async def test_a_moved_address_is_not_held_past_one_lifetime(bed: Bed) -> None:
     loop = asyncio.get_running_loop()
     await bed.move("203.0.113.7", "node-b")  # node-b never binds it
     moved = loop.time()
-    await eventually(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.address_lifetime + 2)
-    assert loop.time() - moved >= FAST.address_lifetime * 0.9
+    await eventually(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.addresses.lifetime + 2)
+    assert loop.time() - moved >= FAST.addresses.lifetime * 0.9
 
 
 async def test_ipv6_claim_with_prefix_length(bed: Bed) -> None:
@@ -248,7 +248,7 @@ async def test_restart_keeps_addresses_without_probe_and_announces_them_once(bed
     assert bed.announced == [("eth0", "203.0.113.7")]  # once, not on every renewal
     # its lifetime is renewed to --address-lifetime, not left to the old 30 s
     (kept,) = await bed.backend.list_managed("eth0")
-    assert kept.valid_lft is not None and kept.valid_lft <= FAST.address_lifetime
+    assert kept.valid_lft is not None and kept.valid_lft <= FAST.addresses.lifetime
 
 
 async def test_purge_never_touches_admin_addresses(bed: Bed) -> None:
@@ -379,7 +379,7 @@ async def test_an_eipctl_node_still_answering_is_taken_over_at_once(bed: Bed) ->
     started = loop.time()
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
-    assert loop.time() - started < FAST.node_timeout  # not judged by heartbeat age
+    assert loop.time() - started < FAST.fencing.node_timeout  # not judged by heartbeat age
     assert bed.segment.announcements[-1][1] == bed.backend.mac_of("eth0")
     own_mac = mac_to_str(bed.backend.mac_of("eth0"))
 
@@ -397,12 +397,12 @@ async def test_fences_when_the_api_is_unreachable_and_restores(bed: Bed) -> None
     await eventually(lambda: bed.on_link("203.0.113.7"))
     loop = asyncio.get_running_loop()
     paused = loop.time()
-    bed.srv.faults.pause(FAST.node_timeout * 4)
+    bed.srv.faults.pause(FAST.fencing.node_timeout * 4)
     await eventually(lambda: not bed.on_link("203.0.113.7"))
     fenced_after = loop.time() - paused
     assert controller.fence.fenced
     # at the deadline the watchdog checks the API once more (bounded by the probe silence)
-    assert fenced_after < FAST.node_timeout + FAST.probe_silence + 0.3
+    assert fenced_after < FAST.fencing.node_timeout + FAST.liveness.probe_silence + 0.3
     await eventually(lambda: bed.on_link("203.0.113.7"), timeout=10)
     assert not controller.fence.fenced
     for reason, type_ in (("Fenced", "Warning"), ("Restored", "Normal")):
@@ -419,7 +419,7 @@ async def test_fenced_from_start_when_the_api_never_answers(bed: Bed) -> None:
     await bed.backend.add("eth0", "203.0.113.7", 32, 30)
     bed.srv.faults.pause(3)
     controller = bed.start()
-    await eventually(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.node_timeout + 1)
+    await eventually(lambda: not bed.on_link("203.0.113.7"), timeout=FAST.fencing.node_timeout + 1)
     assert controller.fence.fenced
 
 
@@ -427,7 +427,9 @@ async def test_fenced_from_start_when_the_api_never_answers(bed: Bed) -> None:
 async def test_shutdown_keeps_addresses_unless_cleanup_on_exit(bed: Bed, cleanup: bool) -> None:
     from dataclasses import replace
 
-    controller = bed.start(replace(FAST, cleanup_on_exit=cleanup))
+    controller = bed.start(
+        replace(FAST, addresses=replace(FAST.addresses, cleanup_on_exit=cleanup))
+    )
     await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
@@ -440,13 +442,13 @@ async def test_clean_stop_bridges_a_restart_with_a_grace(bed: Bed) -> None:
     IpNode tells the scheduler to wait that long; the next process's heartbeat clears it."""
     from dataclasses import replace
 
-    controller = bed.start(replace(FAST, restart_grace=30.0))
+    controller = bed.start(replace(FAST, api=replace(FAST.api, restart_grace=30.0)))
     await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
     await bed.stop()
     (kept,) = await bed.backend.list_managed("eth0")
-    assert kept.valid_lft is not None and kept.valid_lft > FAST.address_lifetime + 20
+    assert kept.valid_lft is not None and kept.valid_lft > FAST.addresses.lifetime + 20
     status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
     assert status["restartGraceSeconds"] == 30.0
     controller = bed.start()
@@ -476,14 +478,14 @@ async def test_a_stop_on_a_node_being_drained_hands_over_instead_of_a_grace(
     from dataclasses import replace
 
     await bed.api.create(NODES, {"metadata": {"name": NODE, "labels": labels}, "spec": spec})
-    controller = bed.start(replace(FAST, restart_grace=30.0))
+    controller = bed.start(replace(FAST, api=replace(FAST.api, restart_grace=30.0)))
     await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
     with structlog.testing.capture_logs() as logs:
         await bed.stop()
     (kept,) = await bed.backend.list_managed("eth0")
-    assert kept.valid_lft is not None and kept.valid_lft <= FAST.address_lifetime + 1
+    assert kept.valid_lft is not None and kept.valid_lft <= FAST.addresses.lifetime + 1
     status = (await bed.api.get(IPNODES, NODE)).get("status") or {}
     assert "restartGraceSeconds" not in status
     (line,) = [e for e in logs if e["event"] == "shutdown.handing_over"]
@@ -529,7 +531,7 @@ async def test_node_label_changes_reach_the_ipnode_at_resync(bed: Bed) -> None:
         ipnode = await bed.api.get(IPNODES, NODE)
         return bool(ipnode["metadata"].get("labels") == {"zone": "b"})
 
-    await eventually(relabelled, timeout=FAST.resync_interval * 4)
+    await eventually(relabelled, timeout=FAST.addresses.resync_interval * 4)
 
 
 KEYRING = Keyring([b"a test key of 32 bytes, no more."])
@@ -541,7 +543,7 @@ async def test_the_controller_answers_liveness_probes_at_the_endpoint_it_publish
     """Its IpNode names where it answers; a prober with the key hears it there. While the
     API hangs it says API_STALE and keeps holding (no writer runs and it is the only node:
     nothing can move), and it says nothing once it stopped."""
-    settings = replace(FAST, liveness_address="127.0.0.1", liveness_port=0)
+    settings = replace(FAST, liveness=replace(FAST.liveness, address="127.0.0.1", port=0))
     controller = bed.start(settings, keyring=KEYRING)
     await eventually(controller.ready)
     spec = (await bed.api.get(IPNODES, NODE))["spec"]
@@ -556,7 +558,7 @@ async def test_the_controller_answers_liveness_probes_at_the_endpoint_it_publish
     probing = asyncio.create_task(prober.run())
     try:
         await eventually(lambda: Flag.EXTENDED in heard or None)
-        bed.srv.faults.pause(FAST.node_timeout * 4)  # the API hangs: alone, the node holds
+        bed.srv.faults.pause(FAST.fencing.node_timeout * 4)  # the API hangs: alone, the node holds
         await eventually(lambda: heard[-1] == Flag.API_STALE | Flag.EXTENDED or None)
         assert not any(flags & Flag.FENCED for flags in heard)
         await eventually(lambda: heard[-1] == Flag.EXTENDED or None)  # the API is back
@@ -574,7 +576,7 @@ async def test_the_controller_answers_liveness_probes_at_the_endpoint_it_publish
 async def test_a_controller_with_a_node_key_publishes_its_peer_key(bed: Bed) -> None:
     """docs/liveness.md "Peer keys": the public half of the key pair its node key gives,
     on its IpNode's spec, the same after a restart (the node key is kept)."""
-    settings = replace(FAST, liveness_address="127.0.0.1", liveness_port=0)
+    settings = replace(FAST, liveness=replace(FAST.liveness, address="127.0.0.1", port=0))
     node_key = b"this node's own key, 32 bytes..."
     controller = bed.start(settings, keyring=KEYRING, node_key=node_key)
     await eventually(controller.ready)
@@ -584,7 +586,7 @@ async def test_a_controller_with_a_node_key_publishes_its_peer_key(bed: Bed) -> 
 
 
 async def test_without_a_node_key_no_peer_key_is_published(bed: Bed) -> None:
-    settings = replace(FAST, liveness_address="127.0.0.1", liveness_port=0)
+    settings = replace(FAST, liveness=replace(FAST.liveness, address="127.0.0.1", port=0))
     controller = bed.start(settings, keyring=KEYRING)
     await eventually(controller.ready)
     assert "livenessPeerKey" not in (await bed.api.get(IPNODES, NODE))["spec"]
@@ -596,7 +598,7 @@ async def test_without_a_liveness_address_the_links_own_address_is_used(bed: Bed
     """Not eipctl's, not a host route: the node's address on the node network."""
     bed.backend.add_foreign("eth0", "127.0.0.1", 8)  # the node's own address
     bed.backend.add_foreign("eth0", "127.0.0.2", 32)  # an administrator's host route
-    controller = bed.start(replace(FAST, liveness_port=0), keyring=KEYRING)
+    controller = bed.start(replace(FAST, liveness=replace(FAST.liveness, port=0)), keyring=KEYRING)
     await eventually(controller.ready)
     assert (await bed.api.get(IPNODES, NODE))["spec"]["livenessAddress"] == "127.0.0.1"
 

@@ -19,6 +19,7 @@ import pytest_asyncio
 from test_node import FAST, NODE, Bed, node_bed
 
 from eipctl.controller.bgp import sha256_of
+from eipctl.controller.settings import AnnounceSettings
 from eipctl.core.naming import LABEL_POOL
 from eipctl.kube.client import (
     BGPPEERS,
@@ -34,7 +35,7 @@ from eipctl.kube.errors import NotFound
 from kubemu import ApiServer
 from polling import eventually
 
-BGP = replace(FAST, bgp_link="eipctl-bgp")
+BGP = replace(FAST, announcing=AnnounceSettings(bgp_link="eipctl-bgp"))
 
 
 @pytest_asyncio.fixture
@@ -120,7 +121,7 @@ async def test_frr_configuration_follows_peers_pools_labels_and_reports_reloads(
             },
         },
     )
-    controller = bed.start(replace(BGP, frr_config=str(config)))
+    controller = bed.start(replace(BGP, announcing=replace(BGP.announcing, frr_config=str(config))))
     await eventually(controller.ready)
 
     def text() -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest_asyncio
 
 from eipctl.controller.node import NodeController, NodeSettings
+from eipctl.controller.settings import AddressSettings, ApiSettings, FencingSettings
 from eipctl.core.naming import LABEL_NODE, claim_name_for
 from eipctl.kube.client import IPCLAIMS, KubeApi
 from eipctl.net.memory import MemoryLinkBackend, Segment
@@ -36,10 +37,9 @@ NODE = "node-a"
 SETTINGS = NodeSettings(
     node=NODE,
     link="eth0",
-    heartbeat_interval=0.05,
-    node_timeout=0.4,
-    resync_interval=0.5,
-    address_lifetime=2.0,
+    api=ApiSettings(heartbeat_interval=0.05),
+    fencing=FencingSettings(node_timeout=0.4),
+    addresses=AddressSettings(lifetime=2.0, resync_interval=0.5),
 )
 ADMIN = {"198.51.100.250/32", "2001:db8:ffff::250/128", "192.0.2.10/24"}
 """The administrator's: no marker, no lifetime."""
