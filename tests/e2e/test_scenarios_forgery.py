@@ -59,28 +59,58 @@ while time.monotonic() < end:
     for kid in (None, ring.node_key_ids[0]):  # under the cluster key, and under my own
         forger.send(socket.inet_aton(victim_ip), scheduler, sport, encode(forged, ring, key_id=kid))
         sent += 1
+    if seen == 1:
+        print("forging", flush=True)
 print(seen, sent)
 """
 
 
+class _Forgery:
+    """The forger running in node-2's namespace for `SECONDS` from its start: `started`
+    returns once it has forged its first round (a story that kills a node does it after
+    that, so no probe round goes unanswered between the kill and the forger's start)."""
+
+    def __init__(self, bed: LocalBed, victim: str, mode: str) -> None:
+        me = bed.network.node(FORGER_NODE)
+        args = [
+            str(bed.key_file),
+            str(bed.run_dir / f"{FORGER_NODE}.node-key"),
+            FORGER_NODE,
+            victim,
+            bed.network.node(victim).ip4,
+            mode,
+            str(SECONDS),
+        ]
+        self._proc = subprocess.Popen(
+            ["ip", "netns", "exec", me.ns.name, sys.executable, "-c", FORGER, *args],
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
+        )  # fmt: skip
+
+    def started(self) -> None:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()  # the forger's first round, or its end
+        assert line.strip() == "forging", f"the forger forged nothing: {line!r}"
+
+    def finished(self) -> tuple[int, int]:
+        """(probes seen, replies forged), once it has run its `SECONDS`."""
+        out, _ = self._proc.communicate(timeout=SECONDS + 30)
+        assert self._proc.returncode == 0, f"the forger failed: {self._proc.returncode}"
+        seen, sent = out.splitlines()[-1].split()  # after "forging", unless read already
+        return int(seen), int(sent)
+
+    def kill(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
 def _forge(bed: LocalBed, victim: str, mode: str) -> tuple[int, int]:
-    """Run the forger in node-2's namespace for `SECONDS`: (probes seen, replies forged)."""
-    me = bed.network.node(FORGER_NODE)
-    args = [
-        str(bed.key_file),
-        str(bed.run_dir / f"{FORGER_NODE}.node-key"),
-        FORGER_NODE,
-        victim,
-        bed.network.node(victim).ip4,
-        mode,
-        str(SECONDS),
-    ]
-    out = subprocess.run(
-        ["ip", "netns", "exec", me.ns.name, sys.executable, "-c", FORGER, *args],
-        capture_output=True, text=True, check=True, timeout=SECONDS + 30,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    ).stdout.split()  # fmt: skip
-    return int(out[0]), int(out[1])
+    """Run the forger for `SECONDS`: (probes seen, replies forged)."""
+    forgery = _Forgery(bed, victim, mode)
+    try:
+        return forgery.finished()
+    finally:
+        forgery.kill()
 
 
 def _verdicts(bed: LocalBed, offsets: dict[str, int], event: str, node: str) -> int:
@@ -138,10 +168,12 @@ def _kill_node_1_while_forging(bed: LocalBed, placed: dict[str, str]) -> tuple[i
     victims = sorted(ip for ip, node in placed.items() if node == "node-1")
     assert victims
     offsets = {s.name: s.log_size() for s in bed.schedulers}
-    bed.controllers["node-1"].kill()
+    forgery = _Forgery(bed, "node-1", "alive")
     try:
+        forgery.started()  # answering for node-1 while it still answers too: harmless
+        bed.controllers["node-1"].kill()
         killed = time.monotonic()
-        seen, sent = _forge(bed, "node-1", "alive")
+        seen, sent = forgery.finished()
         print(f"forger saw {seen} probe rounds, sent {sent} replies for the killed node-1")
         assert seen >= 10 * SECONDS / 2
         deaths = _verdicts(bed, offsets, "node.dead", "node-1")
@@ -151,6 +183,7 @@ def _kill_node_1_while_forging(bed: LocalBed, placed: dict[str, str]) -> tuple[i
             moved_at = time.monotonic() - killed
         return deaths, moved_at
     finally:
+        forgery.kill()
         bed.start_controller("node-1")
         bed.wait_in_service(["node-1"], 20)
 
