@@ -56,7 +56,6 @@ import os
 import pstats
 import re
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from figures import machine
+from figures import machine, run_cell
 
 GROUP = "eipctl.io"
 IPNODES = (GROUP, "ipnodes")
@@ -125,16 +124,9 @@ def main() -> int:
         argv += ["--profile"] if args.profile else []
         argv += ["--keep"] if args.keep else []
         argv += [] if args.workers is None else ["--workers", str(args.workers)]
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
-        lines = proc.stdout.splitlines()
-        for line in lines:
-            if not line.startswith("{"):
-                print(line, flush=True)
-        found = [json.loads(line) for line in lines if line.startswith("{")]
-        if proc.returncode != 0 or not found:
-            print(f"{n} nodes: run failed (exit {proc.returncode})", flush=True)
-            continue
-        results.append(found[-1])
+        result = run_cell(argv, f"{n} nodes")
+        if result is not None:
+            results.append(result)
     print()
     for line in table(results):
         print(line)

@@ -6,9 +6,11 @@ sys.path); `run_all.py` runs only `bench_*.py`, so this is never run as a benchm
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,3 +56,20 @@ def skip_unless_root(script: str) -> None:
     if (reason := why_unavailable()) is not None:
         print(f"{script}: skipped ({reason})")
         raise SystemExit(0)
+
+
+def run_cell(argv: Sequence[str], label: str) -> dict[str, object] | None:
+    """Run one measurement in a child process (a fresh interpreter per size, so one size's
+    leftovers never weigh on the next), echo what it prints, and return the last JSON
+    object it printed as its figures; None (said in a line) if it failed or printed none."""
+    proc = subprocess.run(list(argv), stdout=subprocess.PIPE, text=True, check=False)
+    lines = proc.stdout.splitlines()
+    for line in lines:
+        if not line.startswith("{"):
+            print(line, flush=True)
+    found = [json.loads(line) for line in lines if line.startswith("{")]
+    if proc.returncode != 0 or not found:
+        print(f"{label}: run failed (exit {proc.returncode})", flush=True)
+        return None
+    result: dict[str, object] = found[-1]
+    return result
