@@ -25,7 +25,6 @@ from eipctl.allocator.views import (
     claim_info,
     is_deleting,
     pool_infos,
-    recorded_ips,
     service_info,
 )
 from eipctl.core.allocation import AllocationBook
@@ -116,10 +115,11 @@ class Term:
         for obj in self.caches.services.objects():
             if is_deleting(obj):
                 continue
-            self.book.service_seen(service_info(obj))
+            service = service_info(obj)
+            self.book.service_seen(service)
             if self.interesting(obj):
                 key = object_key(obj)
-                self.book.reserve_recorded(key, recorded_ips(obj))
+                self.book.reserve_recorded(key, service.recorded)
                 self.first_seen.setdefault(key, time.monotonic())
         self.resync()
         log.info(

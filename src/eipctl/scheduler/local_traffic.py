@@ -59,14 +59,15 @@ class LocalTraffic:
 
     def of(self, claim: Obj) -> EndpointNodes | None:
         """The nodes answering for every Local Service of ``claim``; None if it has none."""
-        family = _family(claim)
-        if family is None:
-            return None  # no IP to answer for
+        family: int | None = None  # parsed only for a claim with a Local Service ([scale])
         found: EndpointNodes | None = None
         for key in services_of(claim):
             service = self._services.get(key)
             if service is None or not is_local(service):
                 continue
+            family = family or _family(claim)
+            if family is None:
+                return None  # no IP to answer for
             nodes = endpoint_nodes(self._slices.by_index(SERVICE_INDEX, key), family)
             found = nodes if found is None else found & nodes
         return found
