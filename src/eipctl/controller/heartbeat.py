@@ -139,6 +139,22 @@ async def register(
     return have.status.heartbeat
 
 
+async def register_until_done(
+    attempt: Callable[[], Awaitable[int]], node: str, limit: float
+) -> int:
+    """`attempt` (a `register`, each try within `limit`) retried with backoff until it
+    succeeds; its heartbeat counter. Never gives up: the fence covers the meantime."""
+    delay = 0.1
+    while True:
+        try:
+            async with asyncio.timeout(limit):
+                return await attempt()
+        except Exception as exc:
+            log.warning("ipnode.register.failed", node=node, error=repr(exc))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
 class Heartbeat:
     """Bumps status.heartbeat every `interval`; each success feeds the `Fence`.
 

@@ -39,7 +39,7 @@ from .claim_cache import ClaimCache
 from .departure import Departure
 from .fencing import FenceWatch
 from .flood_events import FloodEvents
-from .heartbeat import Endpoint, Heartbeat, register
+from .heartbeat import Endpoint, Heartbeat, register, register_until_done
 from .link_reconciler import LinkReconciler
 from .liveness_endpoint import own_address
 from .node_key import publish as publish_node_key
@@ -324,16 +324,10 @@ class NodeController:
         await peers.run()
 
     async def _register_then_beat(self) -> None:
-        delay = 0.1
-        while True:
-            try:
-                async with asyncio.timeout(max(self.settings.fencing.node_timeout, 5.0)):
-                    self.heartbeat.counter = await self._register()
-                break
-            except Exception as exc:  # keep trying: the fence covers the meantime
-                log.warning("ipnode.register.failed", node=self.settings.node, error=repr(exc))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        limit = max(self.settings.fencing.node_timeout, 5.0)
+        self.heartbeat.counter = await register_until_done(
+            self._register, self.settings.node, limit
+        )
         self.registered.set()
         await self.heartbeat.run()
 

@@ -45,7 +45,7 @@ import aiohttp
 import structlog
 
 from eipctl.controller.claim_cache import ClaimCache
-from eipctl.controller.heartbeat import Heartbeat, register
+from eipctl.controller.heartbeat import Heartbeat, register, register_until_done
 from eipctl.controller.reachability import ApiReachability
 from eipctl.controller.settings import LivenessSettings
 from eipctl.controller.status import StatusReporter
@@ -62,13 +62,12 @@ from eipctl.kube.writer import SerializedWriter
 from eipctl.net.liveness import LivenessResponder
 from eipctl.runtime.config import ControllerSettings
 from eipctl.sandbox.nodes import _mac_for, liveness_address
+from eipctl.sandbox.shared_api import API_TIMEOUT, loopback_client
 
 log = structlog.get_logger(__name__)
 
 LINK = "eth0"
 BY_NODE = "node"
-API_TIMEOUT = 10.0  # the controller's main client (`controller.process`)
-READ_BUFFER = 2**21
 
 
 def request_kind(method: str, path: str, query: str) -> str:
@@ -99,21 +98,7 @@ class RequestCounts:
 
 async def shared_client(kubeconfig: Path, counts: RequestCounts) -> Any:
     """One kubernetes-asyncio client for the process (as `shared_api.SharedApi`), counting."""
-    from kubernetes_asyncio import config
-
-    client = await config.new_client_from_config(config_file=str(kubeconfig))
-    rest = client.rest_client
-    stock, rest.pool_manager = (
-        rest.pool_manager,
-        aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0),
-            trust_env=False,
-            read_bufsize=READ_BUFFER,
-            trace_configs=[counts.trace],
-        ),
-    )
-    await stock.close()
-    return client
+    return await loopback_client(kubeconfig, [counts.trace])
 
 
 class NodeClaims:
@@ -246,16 +231,8 @@ class ScaleNode:
         ]
 
     async def _register_then_beat(self) -> None:
-        delay = 0.1
-        while True:
-            try:
-                async with asyncio.timeout(max(self.settings.node_timeout, 5.0)):
-                    self.heartbeat.counter = await self._register()
-                break
-            except Exception as exc:  # as the controller: keep trying
-                log.warning("scale.register.failed", node=self.name, error=repr(exc))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        limit = max(self.settings.node_timeout, 5.0)
+        self.heartbeat.counter = await register_until_done(self._register, self.name, limit)
         self.registered.set()
         self.claims_changed()
         await self.heartbeat.run()

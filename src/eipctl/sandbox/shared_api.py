@@ -10,6 +10,7 @@ makes its own requests: its API checks, heartbeats, watch and writes.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,34 @@ API_TIMEOUT = 10.0  # the controller's main client (`controller.process`)
 READ_BUFFER = 2**21  # as kubernetes-asyncio's own session: a watch event may be large
 
 
+async def loopback_client(
+    kubeconfig: Path, trace_configs: Sequence[aiohttp.TraceConfig] = ()
+) -> Any:
+    """A kubernetes-asyncio client for many simulated nodes of one process: its session has
+    no connection limit (each node's watch holds a connection for good: kubernetes-asyncio's
+    100 would queue the 101st node's requests behind them) and does not trust the environment
+    (no thread hop per request for ~/.netrc and the proxy variables: the API is on
+    loopback); ``trace_configs`` to count its requests."""
+    from kubernetes_asyncio import config
+
+    client = await config.new_client_from_config(config_file=str(kubeconfig))
+    rest = client.rest_client
+    stock, rest.pool_manager = (
+        rest.pool_manager,
+        aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0),
+            trust_env=False,
+            read_bufsize=READ_BUFFER,
+            trace_configs=list(trace_configs),
+        ),
+    )
+    await stock.close()
+    return client
+
+
 class SharedApi:
-    """One kubernetes-asyncio client for every simulated node of this process, made on
-    first use. Its session has no connection limit (each node's watch holds a connection
-    for good: kubernetes-asyncio's 100 would queue the 101st node's requests behind them)
-    and does not trust the environment (no thread hop per request for ~/.netrc and the
-    proxy variables: the sandbox's API is on loopback)."""
+    """One kubernetes-asyncio client (`loopback_client`) for every simulated node of this
+    process, made on first use."""
 
     def __init__(self, kubeconfig: Path) -> None:
         self.kubeconfig = kubeconfig
@@ -36,20 +59,7 @@ class SharedApi:
     async def client(self) -> Any:
         async with self._lock:
             if self._client is None:
-                from kubernetes_asyncio import config
-
-                client = await config.new_client_from_config(config_file=str(self.kubeconfig))
-                rest = client.rest_client
-                stock, rest.pool_manager = (
-                    rest.pool_manager,
-                    aiohttp.ClientSession(
-                        connector=aiohttp.TCPConnector(limit=0),
-                        trust_env=False,
-                        read_bufsize=READ_BUFFER,
-                    ),
-                )
-                await stock.close()
-                self._client = client
+                self._client = await loopback_client(self.kubeconfig)
             return self._client
 
     async def apis(self, node_timeout: float) -> tuple[KubeApi, KubeApi]:
