@@ -51,7 +51,7 @@ class PoolReconciler:
                 term.queue.add(ServiceKey(service))
             term.queue.add(PoolKey(name))
         if changed:  # waiting Services, and dual-stack ones missing a family, may fit now
-            term.resync_services()
+            await term.resync_services()
         return DONE
 
     async def reconcile(self, name: str) -> Result:

@@ -42,7 +42,7 @@ async def run(settings: AllocatorSettings, *, health: Health, stop: asyncio.Even
     """Entry point of `eipctl allocator` (see cli/main.py)."""
     async with clients(settings.kubeconfig) as conn:
         allocator = Allocator(conn.api, settings, lease_api=conn.lease_api)
-        await allocator.manager.run(health=health, stop=stop)
+        await allocator.manager.run(health=health, stop=stop, settle_heap=True)
 
 
 class Allocator:
@@ -89,8 +89,13 @@ class Allocator:
         await self.manager.stop()
 
     # --- one term -----------------------------------------------------------------------------
-    def start_term(self, lead: LeaderTerm[AllocatorKey]) -> Handler[AllocatorKey]:
-        """Rebuild the book from the caches and queue everything; the handler of each key."""
+    async def start_term(self, lead: LeaderTerm[AllocatorKey]) -> Handler[AllocatorKey]:
+        """Rebuild the book from the caches and queue everything; the handler of each key.
+
+        The term is current from before its rebuild, which yields to the loop: changes the
+        informers see meanwhile reach it (`Term.rebuild`); `end_term` drops it also when the
+        term is lost during the rebuild.
+        """
         term = Term(
             caches=self.caches,
             book=AllocationBook(
@@ -117,9 +122,9 @@ class Allocator:
                 case _:
                     assert_never(key)
 
-        term.rebuild()
         self.term = term
         log.info("allocator.leading", identity=self.settings.identity)
+        await term.rebuild()
         return handle
 
     async def end_term(self, _lead: LeaderTerm[AllocatorKey]) -> None:
@@ -132,4 +137,4 @@ class Allocator:
             await asyncio.sleep(RESYNC_INTERVAL)
             if self.term is not None:
                 log.info("allocator.resync")
-                self.term.resync()
+                await self.term.resync()

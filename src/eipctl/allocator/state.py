@@ -3,7 +3,9 @@
 Informers outlive terms (a standby keeps warm caches, so a handover is fast); everything
 that acts - the `AllocationBook`, the work queue, the writer - is made fresh when a term
 starts and rebuilt from the caches *before* any work is taken: existing claims first, then
-IPs that Services record but no claim backs, so nothing is handed out twice.
+IPs that Services record but no claim backs, so nothing is handed out twice. The rebuild
+yields to the loop as it goes (the Lease is renewed meanwhile) and the term is fed by the
+informers from its start, so a change during the rebuild is not lost.
 
 Queue keys (`allocator.keys`): a Service, a pool, a claim, or all pools at once.
 
@@ -39,6 +41,7 @@ from eipctl.core.naming import (
 from eipctl.kube.client import Obj, object_key
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import IndexFunc, Informer, index_by_label
+from eipctl.kube.slices import in_slices
 from eipctl.kube.workqueue import WorkQueue
 from eipctl.kube.writer import SerializedWriter
 
@@ -104,24 +107,32 @@ class Term:
     def interesting(self, obj: Mapping[str, Any]) -> bool:
         return interesting(obj, serve_unclassed=self.book.serve_unclassed)
 
-    def rebuild(self) -> None:
+    async def rebuild(self) -> None:
         """Load claims, pools, Services (hand-set IPs) and recorded IPs into the book, then
-        queue every object."""
+        queue every object.
+
+        The walk gives the loop back every few milliseconds (`in_slices`): at 10,000
+        Services a walk in one go outlasted the Lease's renew deadline. The term is current
+        while it walks (the informers' handlers feed it), so each object is read from the
+        cache as it is when its turn comes: one deleted meanwhile is skipped, not revived.
+        """
         self.refresh_pools()
-        for obj in self.caches.claims.objects():
-            info = claim_info(obj)
+        claims, services = self.caches.claims, self.caches.services
+        async for name in in_slices(claims.keys()):
+            obj = claims.get(name)
+            info = claim_info(obj) if obj is not None else None
             if info is not None:
                 self.book.claim_seen(info)
-        for obj in self.caches.services.objects():
-            if is_deleting(obj):
+        async for key in in_slices(services.keys()):
+            obj = services.get(key)
+            if obj is None or is_deleting(obj):
                 continue
             service = service_info(obj)
             self.book.service_seen(service)
             if self.interesting(obj):
-                key = object_key(obj)
                 self.book.reserve_recorded(key, service.recorded)
                 self.first_seen.setdefault(key, time.monotonic())
-        self.resync()
+        await self.resync()
         log.info(
             "allocator.rebuilt",
             claims=len(self.caches.claims),
@@ -129,18 +140,21 @@ class Term:
             services=len(self.caches.services),
         )
 
-    def resync(self) -> None:
-        """Queue every Service, claim and pool (level-based: a no-op for what is right)."""
-        self.resync_services()
-        for obj in self.caches.claims.objects():
-            self.queue.add(ClaimKey(name_of(obj)))
+    async def resync(self) -> None:
+        """Queue every Service, claim and pool (level-based: a no-op for what is right),
+        giving the loop back as it goes."""
+        await self.resync_services()
+        async for name in in_slices(self.caches.claims.keys()):
+            self.queue.add(ClaimKey(name))
         for pool in self.book.pools():
             self.queue.add(PoolKey(pool.name))
 
-    def resync_services(self) -> None:
-        for obj in self.caches.services.objects():
-            if self.interesting(obj):
-                self.queue.add(ServiceKey(object_key(obj)))
+    async def resync_services(self) -> None:
+        services = self.caches.services
+        async for key in in_slices(services.keys()):
+            obj = services.get(key)
+            if obj is not None and self.interesting(obj):
+                self.queue.add(ServiceKey(key))
 
     def refresh_pools(self) -> list[str]:
         """Re-read every pool into the book; returns names whose view changed."""

@@ -28,6 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
+from eipctl.kube import heap
 from eipctl.kube.client import KubeApi, Obj, ResourceRef, connect
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.informer import IndexFunc, Informer, ListWatchApi
@@ -87,9 +88,10 @@ class LeaderTerm(Generic[K]):
 class TermWork(Protocol[K]):
     """The process's part of a term."""
 
-    def start_term(self, term: LeaderTerm[K]) -> Handler[K]:
+    async def start_term(self, term: LeaderTerm[K]) -> Handler[K]:
         """Build the term's state from the (synced) caches, queue the first keys; return the
-        handler the workers call for each key."""
+        handler the workers call for each key. A long build yields to the loop
+        (`kube.slices`): the Lease is renewed on the same loop."""
         ...
 
     async def end_term(self, term: LeaderTerm[K]) -> None:
@@ -156,6 +158,8 @@ class Manager(Generic[K]):
         """The process's Events; flushed at stop."""
         self.publish_leader = component.publish_leader
         self.drain_timeout = drain_timeout
+        self._settle_heap = False
+        """Freeze the heap once the caches have synced (`run`'s ``settle_heap``)."""
         self.informers: list[Informer] = []
         self._writer_caches: list[tuple[ResourceRef, Informer]] = []
         self._runnables: list[tuple[str, Runnable]] = []
@@ -220,9 +224,18 @@ class Manager(Generic[K]):
             self.term.queue.add(key)
 
     # --- lifecycle --------------------------------------------------------------------------
-    async def run(self, *, health: HealthChecks | None = None, stop: asyncio.Event) -> None:
+    async def run(
+        self, *, health: HealthChecks | None = None, stop: asyncio.Event, settle_heap: bool = False
+    ) -> None:
         """Start, contend for the Lease once synced, lead while holding it; until `stop` is
-        set (the Lease is released on the way out) or a term fails (raised)."""
+        set (the Lease is released on the way out) or a term fails (raised).
+
+        ``settle_heap``: the process's own (its entry point's), not a test's: once the caches
+        have synced, freeze the heap and time the collector's pauses (`kube.heap`).
+        """
+        self._settle_heap = settle_heap
+        if settle_heap:
+            heap.observe_pauses()
         self.start()
         if health is not None:
             health.add_readiness_check("informers-synced", lambda: self.synced)
@@ -266,6 +279,8 @@ class Manager(Generic[K]):
             component=self.name,
             objects={i.ref.plural: len(i) for i in self.informers},
         )
+        if self._settle_heap:
+            heap.settle()  # the caches out of the collector's way
         if self.election is None:
             await self.lead()
             return
@@ -280,20 +295,24 @@ class Manager(Generic[K]):
         for ref, cache in self._writer_caches:
             writer.use_cache(ref, cache)
         term: LeaderTerm[K] = LeaderTerm(self.terms, WorkQueue(self.name), writer)
-        handle = self.work.start_term(term)
-        self.term = term
-        if self.publish_leader:
-            LEADER.labels(self.name).set(1)
-        workers = asyncio.create_task(
-            run_workers(term.queue, handle, workers=self.workers, drain_timeout=self.drain_timeout),
-            name=f"{self.name}-workers",
-        )
-        tasks = [workers]
-        tasks += [asyncio.create_task(run(), name=n) for n, run in self._leader_runnables]
+        tasks: list[asyncio.Task[None]] = []
         try:
+            handle = await self.work.start_term(term)
+            self.term = term
+            if self.publish_leader:
+                LEADER.labels(self.name).set(1)
+            workers = asyncio.create_task(
+                run_workers(
+                    term.queue, handle, workers=self.workers, drain_timeout=self.drain_timeout
+                ),
+                name=f"{self.name}-workers",
+            )
+            tasks.append(workers)
+            tasks += [asyncio.create_task(run(), name=n) for n, run in self._leader_runnables]
             await _until_done(workers, tasks)
         finally:
-            # shielded, and awaited again by `stop`: a second cancel must not cut it short
+            # shielded, and awaited again by `stop`: a second cancel must not cut it short;
+            # also when the term was lost while it started (`end_term` drops what it built)
             ending = asyncio.create_task(self._end(term, tasks), name=f"{self.name}-term-end")
             self._ending.add(ending)
             ending.add_done_callback(self._ending.discard)
@@ -305,6 +324,7 @@ class Manager(Generic[K]):
             LEADER.labels(self.name).set(0)
         for task in tasks:
             task.cancel()  # the workers drain for `drain_timeout`
+        term.queue.shutdown()  # (no workers yet if the term was lost as it started)
         await term.writer.close()  # meanwhile: nothing queued lands after the term
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.work.end_term(term)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 from eipctl.metrics import REGISTRY
 
@@ -46,5 +46,12 @@ LEADER = Gauge(
     "eipctl_leader",
     "1 while this replica holds its component's Lease and acts, else 0.",
     ["component"],
+    registry=REGISTRY,
+)
+GC_PAUSE = Histogram(
+    "eipctl_gc_pause_seconds",
+    "Pauses of the cyclic garbage collector (the event loop stands still meanwhile).",
+    ["generation"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
     registry=REGISTRY,
 )

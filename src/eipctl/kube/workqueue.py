@@ -18,6 +18,8 @@ from typing import Generic, TypeVar
 
 import structlog
 
+from eipctl.kube.slices import Timeslice
+
 log = structlog.get_logger(__name__)
 
 K = TypeVar("K", bound=Hashable)
@@ -207,7 +209,11 @@ Handler = Callable[[K], Awaitable[Result | None]]
 
 
 async def _worker(queue: WorkQueue[K], handler: Handler[K]) -> None:
+    # a key whose handler has nothing to do never waits; 10,000 of them queued at a term's
+    # start would otherwise hold the loop (and the Lease's renewal) until the last is done
+    budget = Timeslice()
     while True:
+        await budget.spent()
         try:
             key = await queue.get()
         except ShutDown:

@@ -41,7 +41,7 @@ async def run(settings: NodeIpsSettings, *, health: Health, stop: asyncio.Event)
     """Entry point of `eipctl nodeips` (cli/main.py COMMANDS)."""
     async with clients(settings.kubeconfig) as conn, _providers(settings) as providers:
         node_ips = NodeIps(conn.api, settings, lease_api=conn.lease_api, providers=providers)
-        await node_ips.run(health=health, stop=stop)
+        await node_ips.run(health=health, stop=stop, settle_heap=True)
 
 
 @asynccontextmanager
@@ -101,11 +101,13 @@ class NodeIps:
     def terms(self) -> int:
         return self.manager.terms
 
-    async def run(self, *, health: Health | None = None, stop: asyncio.Event) -> None:
-        await self.manager.run(health=health, stop=stop)
+    async def run(
+        self, *, health: Health | None = None, stop: asyncio.Event, settle_heap: bool = False
+    ) -> None:
+        await self.manager.run(health=health, stop=stop, settle_heap=settle_heap)
 
     # --- one term ---------------------------------------------------------------------------
-    def start_term(self, term: LeaderTerm[str]) -> Handler[str]:
+    async def start_term(self, term: LeaderTerm[str]) -> Handler[str]:
         """Every Node queued first; the reconciler handles each Node name."""
         s = self.settings
         reconciler = NodeReconciler(

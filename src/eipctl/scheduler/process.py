@@ -66,7 +66,7 @@ async def run(settings: SchedulerSettings, *, health: Health, stop: asyncio.Even
     keyring = read_keyring(settings.liveness_key_file) if settings.liveness_key_file else None
     async with clients(settings.kubeconfig) as conn:
         scheduler = Scheduler(conn.api, settings, lease_api=conn.lease_api, keyring=keyring)
-        await scheduler.run(health=health, stop=stop)
+        await scheduler.run(health=health, stop=stop, settle_heap=True)
 
 
 class Scheduler:
@@ -178,11 +178,13 @@ class Scheduler:
         """Placement passes run by this replica, over all its terms."""
         return self._passes_before + (self.placer.passes if self.placer else 0)
 
-    async def run(self, *, health: Health | None = None, stop: asyncio.Event) -> None:
-        await self.manager.run(health=health, stop=stop)
+    async def run(
+        self, *, health: Health | None = None, stop: asyncio.Event, settle_heap: bool = False
+    ) -> None:
+        await self.manager.run(health=health, stop=stop, settle_heap=settle_heap)
 
     # --- one term ---------------------------------------------------------------------------
-    def start_term(self, term: LeaderTerm[SchedulerKey]) -> Handler[SchedulerKey]:
+    async def start_term(self, term: LeaderTerm[SchedulerKey]) -> Handler[SchedulerKey]:
         """Queue a placement pass and every Service IP; the handler of each key."""
         s = self.settings
         queue = term.queue

@@ -107,22 +107,26 @@ class Cluster:
     def stored(self, ref: ResourceRef, key: str) -> Obj:
         return self.api.objects[(ref.plural, key)]
 
-    def term(self, *, purge: bool = False) -> Term:
+    async def term(self, *, purge: bool = False) -> Term:
         """A term, rebuilt from the caches as the allocator does when it starts leading."""
-        term = Term(
+        term = self.new_term(purge=purge)
+        await term.rebuild()
+        return term
+
+    def new_term(self, *, purge: bool = False) -> Term:
+        """A term before its rebuild."""
+        return Term(
             caches=self.caches,
             book=AllocationBook(purge_on_pool_delete=purge),
             queue=cast(WorkQueue[AllocatorKey], self.queue),
             writer=SerializedWriter(self.api, WriterSettings(backoff_initial=0.001)),
             events=cast(EventRecorder, self.posted),
         )
-        term.rebuild()
-        return term
 
-    def leading(self, *, purge: bool = False, waiting: tuple[str, ...] = ()) -> Term:
+    async def leading(self, *, purge: bool = False, waiting: tuple[str, ...] = ()) -> Term:
         """A term past its first pass (its keys taken), so the queue shows only what comes
         next; `waiting`: Services it knows to be waiting for space or a pool."""
-        term = self.term(purge=purge)
+        term = await self.term(purge=purge)
         term.waiting.update(waiting)
         self.queue.take()
         return term

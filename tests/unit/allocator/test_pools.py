@@ -57,8 +57,8 @@ def no_pool_gauges() -> Iterator[None]:
     metrics.clear_all_pool_addresses()
 
 
-def reconciler(cluster: Cluster, *, purge: bool = False) -> tuple[PoolReconciler, Term]:
-    term = cluster.leading(purge=purge)
+async def reconciler(cluster: Cluster, *, purge: bool = False) -> tuple[PoolReconciler, Term]:
+    term = await cluster.leading(purge=purge)
     return PoolReconciler(term, cast(Any, cluster.api), purge_on_delete=purge), term
 
 
@@ -105,7 +105,7 @@ def released_orphans(pool_name: str) -> float:
 async def test_a_pool_gets_its_finalizer_and_a_ready_status_with_its_counts() -> None:
     cluster = Cluster()
     holding(cluster, pool(P, CIDR_P))
-    pools, _ = reconciler(cluster)
+    pools, _ = await reconciler(cluster)
 
     assert await pools.reconcile(P) == DONE
 
@@ -122,7 +122,7 @@ async def test_a_pool_gets_its_finalizer_and_a_ready_status_with_its_counts() ->
 async def test_a_pool_whose_status_is_right_is_not_written_again() -> None:
     cluster = Cluster()
     holding(cluster, pool(P, CIDR_P))
-    pools, _ = reconciler(cluster)
+    pools, _ = await reconciler(cluster)
     await pools.reconcile(P)
     written = cluster.api.rv
 
@@ -134,7 +134,7 @@ async def test_a_pool_whose_status_is_right_is_not_written_again() -> None:
 async def test_a_pool_gone_from_the_cache_is_forgotten_without_a_write() -> None:
     cluster = Cluster()
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
-    pools, term = reconciler(cluster)
+    pools, term = await reconciler(cluster)
     await pools.reconcile(P)
     cluster.remove(IPCLAIMPOOLS, P)
     term.refresh_pools()
@@ -153,7 +153,7 @@ async def test_a_malformed_pool_is_not_ready_and_told_once_while_its_allocations
     InPool=False (with a Warning Event on the Service)."""
     cluster = Cluster()
     holding(cluster, pool(P, CIDR_P))
-    pools, term = reconciler(cluster)
+    pools, term = await reconciler(cluster)
     cluster.add(IPCLAIMPOOLS, pool(P, "198.51.100.0/33"))
 
     await pools.refresh()
@@ -186,7 +186,7 @@ async def test_an_overlapping_pool_is_not_ready_and_the_older_one_keeps_serving(
     holding(cluster, pool(P, CIDR_P))
     late = pool("late", "198.51.100.4/30", created="2024-02-01T00:00:00Z")
     cluster.add(IPCLAIMPOOLS, late)
-    pools, term = reconciler(cluster)
+    pools, term = await reconciler(cluster)
 
     await pools.reconcile(P)
     await pools.reconcile("late")
@@ -218,7 +218,7 @@ async def test_a_changed_pool_requeues_its_holders_itself_and_every_service_that
     stopped_asking(cluster)
     cluster.add(SERVICES, auto("waiting"))
     cluster.add(SERVICES, service("plain"))
-    pools, _ = reconciler(cluster)
+    pools, _ = await reconciler(cluster)
 
     assert await pools.refresh() == DONE
     assert cluster.queue.take() == set()
@@ -238,7 +238,7 @@ async def test_a_removed_pools_services_are_requeued() -> None:
     cluster = Cluster()
     holding(cluster, pool(P, CIDR_P))
     stopped_asking(cluster)
-    pools, _ = reconciler(cluster)
+    pools, _ = await reconciler(cluster)
     cluster.remove(IPCLAIMPOOLS, P)
 
     await pools.refresh()
@@ -254,7 +254,7 @@ async def test_a_deleted_pool_without_allocations_is_let_go() -> None:
     cluster.add(IPCLAIMPOOLS, protected(deleting(pool(P, CIDR_P))))
     cluster.add(IPCLAIMS, manual_claim(IP2, P, "default/hand"))
     cluster.add(IPCLAIMS, per_node_copy(IP1, P, "n1"))
-    pools, _ = reconciler(cluster)
+    pools, _ = await reconciler(cluster)
 
     with structlog.testing.capture_logs() as logs:
         assert await pools.reconcile(P) == DONE
@@ -270,7 +270,7 @@ async def test_a_deleted_pool_with_allocations_waits_for_them(purge: bool) -> No
     are sent to release their IPs, without it they keep them."""
     cluster = Cluster()
     holding(cluster, protected(deleting(pool(P, CIDR_P))))
-    pools, _ = reconciler(cluster, purge=purge)
+    pools, _ = await reconciler(cluster, purge=purge)
 
     assert await pools.reconcile(P) == requeue_after(2.0)
 
@@ -319,7 +319,7 @@ async def test_an_allocator_claim_whose_services_are_gone_is_released(
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
     cluster.add(IPCLAIMS, claim(IP1, P, *holders))
     cluster.add(SERVICES, deleting(auto("going")))
-    pools, term = reconciler(cluster)
+    pools, term = await reconciler(cluster)
     term.waiting.add("default/waiting")
     before = released_orphans(P)
 
@@ -341,7 +341,7 @@ async def test_a_claim_with_a_live_service_is_kept_and_its_services_decide(cache
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
     cluster.add(IPCLAIMS, claim(IP1, P, "default/gone", WEB))
     cluster.add(SERVICES, auto("web"), seen=cached)
-    pools, term = reconciler(cluster)
+    pools, term = await reconciler(cluster)
 
     assert await pools.reconcile_claim(CLAIM1) == DONE
 
@@ -362,7 +362,7 @@ async def test_claims_the_allocator_did_not_make_are_never_released(kind: str) -
     elif kind == "per-node-copy":
         name = f"{CLAIM1}.n1"
         cluster.add(IPCLAIMS, per_node_copy(IP1, P, "n1"))
-    pools, _ = reconciler(cluster)
+    pools, _ = await reconciler(cluster)
     written = cluster.api.rv
 
     assert await pools.reconcile_claim(name) == DONE
@@ -377,7 +377,7 @@ async def test_a_claim_changed_since_the_cache_saw_it_is_looked_at_again() -> No
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
     cluster.add(IPCLAIMS, claim(IP1, P, "default/gone"))
     cluster.api.put(IPCLAIMS, claim(IP1, P, "default/gone", WEB))
-    pools, term = reconciler(cluster)
+    pools, term = await reconciler(cluster)
 
     assert await pools.reconcile_claim(CLAIM1) == requeue_after(0.2)
 

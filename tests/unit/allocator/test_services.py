@@ -47,6 +47,9 @@ class Cache:
     def get(self, key: str) -> Obj | None:
         return self.by_key.get(key)
 
+    def keys(self) -> list[str]:
+        return list(self.by_key)
+
     def objects(self) -> list[Obj]:
         return list(self.by_key.values())
 
@@ -86,7 +89,7 @@ class Cluster:
             cast(Cache, cache).by_key[object_key(stored)] = stored
         return stored
 
-    def start(self) -> tuple[ServiceReconciler, Term]:
+    async def start(self) -> tuple[ServiceReconciler, Term]:
         """A term rebuilt from the caches, as the allocator does when it starts leading."""
         writer = SerializedWriter(self.api, WriterSettings(backoff_initial=0.001))
         term = Term(
@@ -96,7 +99,7 @@ class Cluster:
             writer=writer,
             events=cast(EventRecorder, self.events),
         )
-        term.rebuild()
+        await term.rebuild()
         return ServiceReconciler(term, cast(Any, self.api)), term
 
     def claim(self) -> Obj:
@@ -152,7 +155,7 @@ async def test_a_new_claim_reserves_the_ip_and_the_first_pass_gives_it_to_the_se
     cluster = Cluster()
     cluster.add(IPCLAIMPOOLS, pool())
     cluster.add(SERVICES, service("web"))
-    reconciler, term = cluster.start()
+    reconciler, term = await cluster.start()
 
     result, logs = await reconcile(reconciler, WEB)
 
@@ -178,7 +181,7 @@ async def test_a_new_claim_takes_its_prefix_length_from_the_pool() -> None:
     cluster = Cluster()
     cluster.add(IPCLAIMPOOLS, pool(prefixLength=24))
     cluster.add(SERVICES, service("web"))
-    reconciler, _ = cluster.start()
+    reconciler, _ = await cluster.start()
 
     await reconciler.reconcile(WEB)
 
@@ -195,7 +198,7 @@ async def test_a_pool_gone_from_the_book_mid_pass_still_gets_its_claim_with_the_
     cluster = Cluster()
     cluster.add(IPCLAIMPOOLS, pool(prefixLength=24))
     cluster.add(SERVICES, service("web"))
-    reconciler, term = cluster.start()
+    reconciler, term = await cluster.start()
     monkeypatch.setattr(term.book, "pool", lambda name: None)
 
     result, _ = await reconcile(reconciler, WEB)
@@ -214,7 +217,7 @@ async def test_a_new_claim_carries_the_services_sharing_key_and_none_without_one
     cluster = Cluster()
     cluster.add(IPCLAIMPOOLS, pool())
     cluster.add(SERVICES, service("web", sharing_key=annotation))
-    reconciler, term = cluster.start()
+    reconciler, term = await cluster.start()
 
     await reconciler.reconcile(WEB)
 
@@ -244,7 +247,7 @@ async def test_a_service_joins_the_claim_of_its_sharing_key() -> None:
     """Joining adds the Service to the claim's holders (the others stay), the book records
     the joined claim as held by it, and the pass gives it the shared IP."""
     cluster = shared_cluster(claim_for(WEB, "blue"))
-    reconciler, term = cluster.start()
+    reconciler, term = await cluster.start()
 
     result, logs = await reconcile(reconciler, API)
 
@@ -285,7 +288,7 @@ async def test_a_refused_join_is_not_reported_as_success(
     the join is refused, the Service gets no IP from it, the claim is left as it is, and
     the Service is looked at again at once."""
     cluster = shared_cluster(claim_in_api)
-    reconciler, _ = cluster.start()
+    reconciler, _ = await cluster.start()
 
     result, logs = await reconcile(reconciler, API)
 
@@ -314,7 +317,7 @@ async def test_our_own_claim_found_on_create_is_adopted_not_replaced() -> None:
     cluster.add(IPCLAIMPOOLS, pool())
     cluster.add(SERVICES, service("web"))
     before = cluster.add(IPCLAIMS, claim_for(WEB), seen=False)
-    reconciler, term = cluster.start()
+    reconciler, term = await cluster.start()
 
     result, logs = await reconcile(reconciler, WEB)
 
@@ -352,7 +355,7 @@ async def test_a_taken_name_whose_claim_is_gone_on_the_get_is_not_ours() -> None
     cluster.add(IPCLAIMPOOLS, pool())
     cluster.add(SERVICES, service("web"))
     cluster.add(IPCLAIMS, claim_for("default/other"), seen=False)
-    reconciler, term = cluster.start()
+    reconciler, term = await cluster.start()
 
     result = await reconciler.reconcile(WEB)
 
@@ -374,7 +377,7 @@ async def test_a_claim_of_another_service_found_on_create_is_not_taken() -> None
     cluster.add(IPCLAIMPOOLS, pool())
     cluster.add(SERVICES, service("web"))
     before = cluster.add(IPCLAIMS, claim_for("default/other"), seen=False)
-    reconciler, term = cluster.start()
+    reconciler, term = await cluster.start()
 
     result, logs = await reconcile(reconciler, WEB)
 

@@ -12,6 +12,7 @@ the term reads. tests/integration/test_allocator_restart.py tells the stories.
 
 from __future__ import annotations
 
+import asyncio
 from ipaddress import ip_address
 from typing import Any, cast
 
@@ -37,6 +38,7 @@ from eipctl.allocator.views import service_info
 from eipctl.core.allocation_inputs import ClaimInfo
 from eipctl.core.fields import name_of
 from eipctl.core.naming import LABEL_POOL, claim_name_for
+from eipctl.kube import slices
 from eipctl.kube.client import IPCLAIMPOOLS, IPCLAIMS, NAMESPACES, SERVICES, Obj
 from eipctl.kube.manager import LeaderTerm
 from eipctl.kube.workqueue import WorkQueue
@@ -102,7 +104,7 @@ async def test_a_term_rebuilds_the_book_from_the_caches_so_nothing_is_handed_out
     cluster.add(SERVICES, auto("rec", **{"eipctl.io/allocated-ips": IP3}))
     cluster.add(SERVICES, deleting(by_hand("going", IP4)))
 
-    term = cluster.term()
+    term = await cluster.term()
 
     assert term.book.held_by(WEB) == [ClaimInfo(ip_address(IP1), P, (WEB,), owned=True)]
     assert term.book.hand_set_by(ip_address(IP2)) == {"default/hand"}
@@ -112,6 +114,29 @@ async def test_a_term_rebuilds_the_book_from_the_caches_so_nothing_is_handed_out
     assert set(term.first_seen) == {WEB, "default/rec"}
     new = term.book.plan("default/new", service_info(auto("new")))
     assert [a.ip for a in new.acquire] == [ip_address(IP4)]
+
+
+async def test_a_rebuild_gives_the_loop_back_and_takes_the_changes_made_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rebuild yields to the loop as it walks (at 10,000 Services a walk in one go
+    outlasted the Lease's renew deadline); a claim deleted while it walks, which the
+    informer's handler took out of the book, is not put back by the walk reaching it."""
+    monkeypatch.setattr(slices, "SLICE", 0.0)  # give the loop back after every object
+    cluster = Cluster()
+    cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
+    cluster.add(IPCLAIMS, claim(IP1, P, WEB))
+    doomed = cluster.add(IPCLAIMS, claim(IP2, P, API))
+    term = cluster.new_term()
+
+    rebuild = asyncio.create_task(term.rebuild())
+    await asyncio.sleep(0)  # the walk took the first claim and gave the loop back
+    assert not rebuild.done()
+    term.on_claim(cluster.remove(IPCLAIMS, name_of(doomed)), None)  # as the informer does
+    await rebuild
+
+    assert [c.ip for c in term.book.claims()] == [ip_address(IP1)]
+    assert term.book.counts(P) == (1, 5)  # IP2 is free again
 
 
 async def test_a_term_queues_every_service_that_asks_every_claim_and_every_pool() -> None:
@@ -126,7 +151,7 @@ async def test_a_term_queues_every_service_that_asks_every_claim_and_every_pool(
     cluster.add(SERVICES, auto("web"))
     cluster.add(SERVICES, by_hand("hand", IP2))
 
-    term = cluster.term()
+    term = await cluster.term()
 
     everything = {
         ServiceKey(WEB),
@@ -136,7 +161,7 @@ async def test_a_term_queues_every_service_that_asks_every_claim_and_every_pool(
         PoolKey("broken"),
     }
     assert cluster.queue.take() == everything
-    term.resync()
+    await term.resync()
     assert cluster.queue.take() == everything
 
 
@@ -147,7 +172,7 @@ async def test_refreshing_pools_names_those_whose_view_changed() -> None:
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
     cluster.add(IPCLAIMPOOLS, pool(Q, "203.0.113.0/29"))
     cluster.add(IPCLAIMPOOLS, pool("same", "192.0.2.0/29"))
-    term = cluster.term()
+    term = await cluster.term()
     assert term.refresh_pools() == []
 
     cluster.add(IPCLAIMPOOLS, pool(P, "198.51.100.0/28"))
@@ -163,7 +188,7 @@ async def test_refreshing_pools_names_those_whose_view_changed() -> None:
 # --- Service events -------------------------------------------------------------------------
 async def test_a_service_that_asks_is_queued_and_its_wait_timed() -> None:
     cluster = Cluster()
-    term = cluster.term()
+    term = await cluster.term()
 
     term.on_service(None, auto("web"))
 
@@ -175,7 +200,7 @@ async def test_a_service_that_neither_asks_nor_holds_is_not_queued_but_is_known(
     """The book still records it: the IPs it carries by hand are in use."""
     cluster = Cluster()
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
-    term = cluster.leading()
+    term = await cluster.leading()
 
     term.on_service(None, by_hand("hand", IP2))
 
@@ -193,7 +218,7 @@ async def test_a_service_holding_an_ip_is_queued_when_it_stops_asking_or_goes(
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
     cluster.add(IPCLAIMS, claim(IP1, P, WEB))
     before = cluster.add(SERVICES, auto("web"))
-    term = cluster.leading()
+    term = await cluster.leading()
 
     term.on_service(before, after)
 
@@ -205,7 +230,7 @@ async def test_an_ip_freed_by_hand_wakes_the_services_waiting_for_space() -> Non
     cluster = Cluster()
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
     hand = cluster.add(SERVICES, by_hand("hand", IP2))
-    term = cluster.leading(waiting=("default/waiting",))
+    term = await cluster.leading(waiting=("default/waiting",))
 
     term.on_service(hand, None)
 
@@ -227,7 +252,7 @@ async def test_what_sharing_looks_at_changing_requeues_the_services_sharing_the_
     cluster.add(IPCLAIMS, claim(IP1, P, API, WEB, sharing_key="blue"))
     before = cluster.add(SERVICES, auto("web", external_ip_sharing_key="blue"))
     cluster.add(SERVICES, auto("api", port=443, external_ip_sharing_key="blue"))
-    term = cluster.leading()
+    term = await cluster.leading()
     after: Obj | None = auto("web", port=8080, external_ip_sharing_key="blue")
     if change == "deleted":
         after = None
@@ -245,7 +270,7 @@ async def test_a_new_claim_is_recorded_and_queues_its_services_itself_and_its_po
     """The pool's status follows after `POOL_STATUS_DELAY`, one write per burst of claims."""
     cluster = Cluster()
     cluster.add(IPCLAIMPOOLS, pool(P, CIDR_P))
-    term = cluster.leading()
+    term = await cluster.leading()
 
     term.on_claim(None, claim(IP1, P, API, WEB))
 
@@ -257,7 +282,7 @@ async def test_a_new_claim_is_recorded_and_queues_its_services_itself_and_its_po
 async def test_a_deleted_claim_frees_its_ip_and_wakes_the_services_waiting_for_space() -> None:
     cluster = Cluster()
     gone = claimed(cluster)
-    term = cluster.leading(waiting=("default/waiting",))
+    term = await cluster.leading(waiting=("default/waiting",))
 
     term.on_claim(gone, None)
 
@@ -274,7 +299,7 @@ async def test_a_deleted_claim_frees_its_ip_and_wakes_the_services_waiting_for_s
 async def test_a_claim_moved_to_another_pool_updates_both_pools() -> None:
     cluster = Cluster()
     before = claimed(cluster)
-    term = cluster.leading()
+    term = await cluster.leading()
 
     term.on_claim(before, claim(IP1, Q, WEB))
 
@@ -292,7 +317,7 @@ async def test_a_claim_event_that_changes_nothing_the_allocator_reads_queues_not
     """A status write (the scheduler binding it) or a per-node copy coming or going."""
     cluster = Cluster()
     before = claimed(cluster)
-    term = cluster.leading()
+    term = await cluster.leading()
 
     if change == "status":
         term.on_claim(before, {**before, "status": {"phase": "Bound", "boundNode": "n1"}})
@@ -319,7 +344,7 @@ async def test_a_pool_event_rereads_every_pool_and_the_pool_itself(
 ) -> None:
     """Readiness and overlaps depend on every pool, so all are read again (`AllPools`)."""
     cluster = Cluster()
-    term = cluster.term()
+    term = await cluster.term()
 
     term.on_pool(old, new)
 
@@ -344,7 +369,7 @@ async def test_a_namespace_relabelled_requeues_the_services_in_it_that_ask(
     cluster.add(SERVICES, service("plain", "team"))
     cluster.add(SERVICES, auto("web", "other"))
     cluster.add(NAMESPACES, namespace("team", tier="a"))
-    term = cluster.leading()
+    term = await cluster.leading()
 
     term.on_namespace(old, new)
 
@@ -359,7 +384,7 @@ async def test_the_holders_of_a_pool_are_the_services_of_every_claim_the_book_ha
     cluster.add(IPCLAIMS, claim(IP1, P, API, WEB))
     cluster.add(IPCLAIMS, manual_claim(IP2, P, "default/hand"))
     cluster.add(IPCLAIMS, claim("203.0.113.1", Q, "default/elsewhere"))
-    term = cluster.term()
+    term = await cluster.term()
 
     assert term.holders_of_pool(P) == {WEB, API, "default/hand"}
     assert term.holders_of_pool("none") == set()
@@ -374,7 +399,7 @@ async def test_the_claims_of_a_pool_are_read_from_the_pool_index() -> None:
     unlabelled = claim(IP3, P, WEB)
     del unlabelled["metadata"]["labels"][LABEL_POOL]
     cluster.add(IPCLAIMS, unlabelled)
-    term = cluster.term()
+    term = await cluster.term()
 
     assert names(term.claims_in_pool(P)) == {CLAIM1, f"{CLAIM1}.n1"}
     assert names(term.claims_in_pool(Q)) == {CLAIM2}
@@ -392,7 +417,7 @@ async def test_the_allocators_claims_informer_keeps_the_pool_index_the_term_read
     allocator.start()
     try:
         await allocator.manager.wait_synced()
-        allocator.start_term(lead)
+        await allocator.start_term(lead)
         term = allocator.term
         assert term is not None
         assert names(term.claims_in_pool(P)) == {CLAIM1}

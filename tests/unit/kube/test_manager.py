@@ -72,9 +72,13 @@ class Work:
         self.ended: list[LeaderTerm[str]] = []
         self.at_end: list[tuple[bool, bool]] = []
         """(queue shut down, writer closed) as `end_term` found them."""
+        self.starting: asyncio.Event | None = None
+        """Set: `start_term` waits for it (a long term start, as the allocator's rebuild)."""
 
-    def start_term(self, term: LeaderTerm[str]) -> Handler[str]:
+    async def start_term(self, term: LeaderTerm[str]) -> Handler[str]:
         self.log.append(f"start_term {term.number}")
+        if self.starting is not None:
+            await self.starting.wait()
         term.queue.add(f"first of {term.number}")
         return self.handle
 
@@ -198,6 +202,28 @@ async def test_leader_runnables_run_exactly_while_each_term_does() -> None:
     assert len(first.queue) == 0  # a queue that is shut down takes no more keys
     with pytest.raises(asyncio.CancelledError):
         await first.writer.update(IPCLAIMS, "c", lambda obj: obj)  # nor does its writer
+
+
+async def test_a_term_lost_while_it_starts_is_ended_and_the_next_one_starts_afresh() -> None:
+    """A term start yields to the loop (the allocator's rebuild): the Lease is renewed
+    meanwhile, and if it is lost anyway, what the start built is dropped (`end_term`), its
+    queue and writer closed, no worker or leader runnable started; the next term is whole."""
+    lease_api = FakeApi()
+    manager, work, log = make(lease_api=lease_api)
+    work.starting = asyncio.Event()
+    async with running(manager):
+        await eventually(lambda: log[-1:] == ["start_term 1"])
+        await asyncio.sleep(0.5)  # beyond the renew deadline (0.35 s): renewed meanwhile
+        assert manager.elector is not None and manager.elector.is_leader
+        lease = lease_api.objects[(LEASES.plural, LEASE)]
+        lease_api.put(LEASES, {**lease, "spec": {**lease["spec"], "holderIdentity": "rogue"}})
+        await eventually(lambda: work.ended, what="term 1 ended while it started")
+        assert log[1:] == ["start_term 1", "end_term 1"]
+        assert work.at_end == [(True, True)]
+        assert not work.handled and not manager.leading
+        work.starting.set()
+        await eventually(lambda: work.handled == ["first of 2"], timeout=5)
+    assert log == ["always started", "start_term 1", "end_term 1", *a_term(2), "always stopped"]
 
 
 async def test_without_election_it_leads_at_once_and_stop_cancels_everything() -> None:

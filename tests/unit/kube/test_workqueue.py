@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -106,6 +108,40 @@ async def test_workers_never_process_one_key_twice_at_once_and_converge() -> Non
         await runner
     assert overlaps == 0
     assert seen_version == {k: 19 for k in range(30)}  # every key processed at its final state
+
+
+async def test_a_burst_of_keys_with_nothing_to_do_gives_the_loop_back() -> None:
+    """Handlers that find nothing to do never wait on anything: 10,000 such keys at a term's
+    start held the loop, and the Lease's renewal, until the last was done. The workers give
+    the loop back once a slice (`kube.slices.SLICE`, 5 ms) is used up."""
+    q: WorkQueue[int] = WorkQueue()
+    done: list[int] = []
+    turns_beside: list[int] = []  # how many keys were done each time another task ran
+
+    async def nothing_to_do(key: int) -> Result:
+        until = time.perf_counter() + 0.0002  # a cache read and a compare, busy
+        while time.perf_counter() < until:
+            pass
+        done.append(key)
+        return DONE
+
+    async def beside() -> None:
+        while len(done) < 500:
+            turns_beside.append(len(done))
+            await asyncio.sleep(0)
+
+    for key in range(500):  # 100 ms of work in all
+        q.add(key)
+    runner = asyncio.create_task(run_workers(q, nothing_to_do, workers=2))
+    async with asyncio.timeout(5):
+        await asyncio.gather(beside(), q.wait_idle())
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    assert sorted(done) == list(range(500))
+    assert len(turns_beside) >= 10  # ~20 slices of 5 ms: the loop came back between them
+    gaps = [b - a for a, b in itertools.pairwise(turns_beside)]
+    assert max(gaps) <= 100  # never more than ~25 keys (5 ms) per worker in one go, with slack
 
 
 async def test_handler_results_retry_requeue_and_exceptions() -> None:

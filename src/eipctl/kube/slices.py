@@ -1,0 +1,53 @@
+"""Long walks over the caches that give the event loop back every few milliseconds.
+
+A process's loop also renews its Lease, reads its liveness replies and answers its probes.
+A synchronous walk over 10,000 objects holds all of that up for most of a second, longer
+than the default renew deadline (0.8 s): the term is lost as it begins, and the next one
+walks again (issue #32's allocator livelock). `in_slices` walks the same items but yields to
+the loop once a slice of `SLICE` seconds is used up, so nothing waits on it for longer; a
+work queue's workers spend a `Timeslice` the same way, for a burst of keys whose handlers
+find nothing to do (and so never wait on anything).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+SLICE = 0.005
+"""Seconds of work between two yields: short against a 100 ms probe interval, long against
+the ~10 us a yield costs."""
+
+
+class Timeslice:
+    """A budget of loop time (`SLICE` seconds unless given): `spent` yields to the loop once
+    it is used up, and renews it."""
+
+    __slots__ = ("_until", "seconds")
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = SLICE if seconds is None else seconds
+        self._until = time.monotonic() + self.seconds
+
+    async def spent(self) -> None:
+        """Call after each piece of work: yields to the loop when the slice is used up."""
+        if time.monotonic() >= self._until:
+            await asyncio.sleep(0)
+            self._until = time.monotonic() + self.seconds
+
+
+async def in_slices(items: Iterable[T], slice_seconds: float | None = None) -> AsyncIterator[T]:
+    """Each item of ``items``, yielding to the loop whenever ``slice_seconds`` (`SLICE`)
+    have passed.
+
+    The caller's loop body runs between items, so its time counts towards the slice; the
+    items may change meanwhile (take a list, not a live view).
+    """
+    budget = Timeslice(slice_seconds)
+    for item in items:
+        yield item
+        await budget.spent()
