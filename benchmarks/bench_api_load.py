@@ -369,9 +369,9 @@ async def wait_steady(box: Any, services: int, within: float) -> str:
     store = box.server.store
     deadline = time.monotonic() + within
     while True:
-        claims = store.list(GROUP, "ipclaims")
+        claims = store.scan(GROUP, "ipclaims")
         bound = sum(1 for c in claims if (c.get("status") or {}).get("phase") == "Bound")
-        nodes = store.list(GROUP, "ipnodes")
+        nodes = store.scan(GROUP, "ipnodes")
         live = sum(1 for n in nodes if _live(n) == "True")
         if bound >= services and live == len(box.fleet.nodes):
             return ""
@@ -386,7 +386,7 @@ async def wait_steady(box: Any, services: int, within: float) -> str:
 async def failover(box: Any) -> dict[str, Any]:
     """Kill a node that holds a Bound claim; time its claim placed elsewhere, then Bound."""
     store = box.server.store
-    claims = store.list(GROUP, "ipclaims")
+    claims = store.scan(GROUP, "ipclaims")
     claim = next((c for c in claims if (c.get("status") or {}).get("phase") == "Bound"), None)
     if claim is None:
         return {

@@ -97,7 +97,7 @@ async def bind_placed(srv: ApiServer) -> None:
     """What the controllers do: report each placed claim Bound on its node (planned moves
     wait for it: the scheduler paces them by what is not Bound yet)."""
     while True:
-        for c in srv.store.list(GROUP, "ipclaims"):
+        for c in srv.store.list(GROUP, "ipclaims"):  # copies: changed and written back
             node = (c.get("spec") or {}).get("nodeName")
             status = c.get("status") or {}
             if node and (status.get("phase"), status.get("boundNode")) != ("Bound", node):
@@ -110,7 +110,7 @@ async def bind_placed(srv: ApiServer) -> None:
 def claim_nodes(srv: ApiServer) -> dict[str, str]:
     return {
         c["metadata"]["name"]: (c.get("spec") or {}).get("nodeName") or ""
-        for c in srv.store.list(GROUP, "ipclaims")
+        for c in srv.store.scan(GROUP, "ipclaims")
     }
 
 

@@ -443,15 +443,15 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         t1 = time.monotonic()
 
         def created() -> tuple[bool, str]:
-            have = len(store.list(GROUP, "ipclaims"))
+            have = len(store.scan(GROUP, "ipclaims"))
             return have >= s, f"{have}/{s} claims"
 
         created_after, note = await _wait("claims", 120 + 0.05 * s, created)
 
         def steady() -> tuple[bool, str]:
-            claims = store.list(GROUP, "ipclaims")
+            claims = store.scan(GROUP, "ipclaims")
             bound = sum(1 for c in claims if _bound_on(c))
-            live = sum(1 for x in store.list(GROUP, "ipnodes") if _live(x))
+            live = sum(1 for x in store.scan(GROUP, "ipnodes") if _live(x))
             return bound >= s and live >= n, f"{bound}/{s} Bound, {live}/{n} Live"
 
         _, unsteady = await _wait("steady state", 120 + 0.05 * s + 0.1 * n, steady)
@@ -619,7 +619,7 @@ def term_starts(tmp: Path, replicas: int) -> dict[str, int]:
 
 
 def _leader(store: Any) -> str:
-    for lease in store.list(*LEASES):
+    for lease in store.scan(*LEASES):
         holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
         if "scheduler" in holder:
             return holder
@@ -641,7 +641,7 @@ async def failovers(
     rng = random.Random(32)
     for _ in range(times):
         alive = owner.keys() - killed
-        claims = [c for c in store.list(*IPCLAIMS) if _bound_on(c) in alive]
+        claims = [c for c in store.scan(*IPCLAIMS) if _bound_on(c) in alive]
         if not claims or len(killed) >= n - 1:
             break
         claim = rng.choice(claims)

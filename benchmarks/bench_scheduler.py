@@ -121,7 +121,7 @@ class Bed:
                 (c.get("spec") or {}).get("nodeName") or "",
                 (c.get("status") or {}).get("phase") or "",
             )
-            for c in self.srv.store.list(GROUP, "ipclaims")
+            for c in self.srv.store.scan(GROUP, "ipclaims")
         }
 
     def node_of(self, name: str) -> str:

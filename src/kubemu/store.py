@@ -42,6 +42,15 @@ class Store(Engine):
         objs = self.list_objects(self._type(group, plural), namespace or None, None)
         return [copy.deepcopy(o) for o in objs]
 
+    def scan(self, group: str, plural: str, namespace: str | None = None) -> ObjList:
+        """The stored objects themselves, not copies: read them, never change them.
+
+        For observers that only count or compare, where `list` would copy every object on
+        the server's own loop: a benchmark polling 10,000 claims every 0.2 s with `list`
+        held the loop for most of the time, and every client's requests (Lease renewals
+        among them) waited behind it."""
+        return self.list_objects(self._type(group, plural), namespace or None, None)
+
     def create(self, group: str, plural: str, obj: Obj, namespace: str = "") -> Obj:
         """Create as a client would (server-set fields filled in); returns a copy."""
         rt = self._type(group, plural)

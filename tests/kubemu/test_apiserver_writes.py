@@ -279,5 +279,10 @@ async def test_store_python_api(widgets: ApiServer) -> None:
     out = store.patch(GROUP, PLURAL, "a", {"spec": {"size": 3}})
     assert out["spec"]["size"] == 3 and out["metadata"]["generation"] == 2
     assert [o["metadata"]["name"] for o in store.list(GROUP, PLURAL)] == ["a"]
+    store.create(GROUP, PLURAL, widget("b", 2))
+    stored = store.scan(GROUP, PLURAL)  # the stored objects themselves, for reading
+    assert [o["metadata"]["name"] for o in stored] == ["a", "b"]
+    assert stored[0] is store.scan(GROUP, PLURAL)[0]
+    assert stored[0] is not store.list(GROUP, PLURAL)[0]
     store.delete(GROUP, PLURAL, "a")
     assert store.find(GROUP, PLURAL, "a") is None
