@@ -57,11 +57,13 @@ class LocalTraffic:
         self._services = services
         self._slices = slices
 
-    def of(self, claim: Obj) -> EndpointNodes | None:
-        """The nodes answering for every Local Service of ``claim``; None if it has none."""
+    def of(self, claim: Obj, services: Iterable[str] | None = None) -> EndpointNodes | None:
+        """The nodes answering for every Local Service of ``claim``; None if it has none.
+
+        ``services``: its `services_of`, when the caller has read them already."""
         family: int | None = None  # parsed only for a claim with a Local Service ([scale])
         found: EndpointNodes | None = None
-        for key in services_of(claim):
+        for key in services_of(claim) if services is None else services:
             service = self._services.get(key)
             if service is None or not is_local(service):
                 continue

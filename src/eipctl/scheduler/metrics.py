@@ -9,8 +9,6 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from eipctl.core.claims import phase_of
-from eipctl.core.fields import Obj
 from eipctl.metrics import REGISTRY
 
 PLACEMENTS = Counter(
@@ -87,9 +85,10 @@ COMPONENT: Final = "scheduler"
 _phases_published: set[str] = set()
 
 
-def set_claim_phases(claims: Iterable[Obj]) -> None:
-    """Publish claim counts by phase; phases seen before but absent now go to 0."""
-    counts = Counter_(phase_of(obj) for obj in claims)
+def set_claim_phases(phases: Iterable[str]) -> None:
+    """Publish claim counts by phase (one per claim); phases seen before but absent now go
+    to 0."""
+    counts = Counter_(phases)
     for phase in _phases_published - set(counts):
         CLAIMS.labels(phase).set(0)
     for phase, n in counts.items():

@@ -10,9 +10,9 @@ from __future__ import annotations
 import structlog
 
 from eipctl.core.claim_status import scheduled_status
-from eipctl.core.claims import node_of, pool_of, reference
+from eipctl.core.claims import node_of, reference
 from eipctl.core.fields import Obj, name_of
-from eipctl.core.placement import Cluster, Policies, Policy, Reason
+from eipctl.core.placement import ClaimPlacement, Cluster, Policies, Policy, Reason
 from eipctl.kube.client import IPCLAIMS
 from eipctl.kube.errors import AlreadyExists, Conflict, NotFound
 from eipctl.kube.events import Tells
@@ -41,22 +41,28 @@ class PerNodeCopies:
         self.recorder = recorder
 
     def sync(
-        self, objs: list[Obj], per_node: dict[str, Obj], cluster: Cluster, policies: Policies
+        self,
+        objs: list[Obj],
+        views: list[ClaimPlacement],
+        per_node: dict[str, Obj],
+        cluster: Cluster,
+        policies: Policies,
     ) -> None:
-        """Start the writes for `objs` (the IPs' own claims) given the copies `per_node`."""
+        """Start the writes for `objs` (the IPs' own claims, `views` their placement views as
+        read: `claims.placement_of`) given the copies `per_node`."""
         pending = self.writes.pending
         marked: list[Obj] = []
         unplaced: list[Obj] = []
         placing: set[str] = set()  # claims whose placement on a node is being written
-        for o in objs:
-            name = name_of(o)
+        for o, view in zip(objs, views, strict=True):
+            name = view.name
             decision = pending.get(name)
-            if policies.of(pool_of(o) or None) is Policy.ALL:
+            if policies.of(view.pool) is Policy.ALL:
                 marked.append(o)  # marked, or about to be: copies first
             elif decision is not None and decision.to_node:
                 placing.add(name)
                 unplaced.append(o)
-            elif not node_of(o):
+            elif not view.node:
                 unplaced.append(o)  # its copies, if it has any, hold the IP meanwhile
         changes = per_node_changes(marked, per_node, cluster, unplaced, self.local_of)
         for body in changes.create:

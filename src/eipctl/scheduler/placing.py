@@ -44,7 +44,6 @@ from eipctl.core.claim_status import (
 from eipctl.core.claims import (
     is_all_nodes,
     is_bound_on,
-    is_node_bound,
     node_of,
     reference,
 )
@@ -57,6 +56,7 @@ from eipctl.kube.errors import NotFound
 from eipctl.kube.events import Tells
 from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
+from eipctl.scheduler.claim_facts import ClaimFacts, ClaimFactsMemo
 from eipctl.scheduler.claim_messages import (
     claim_event,
     no_live_node_message,
@@ -64,7 +64,7 @@ from eipctl.scheduler.claim_messages import (
     unplaceable_reason,
 )
 from eipctl.scheduler.claim_writes import Cache, ClaimWrites
-from eipctl.scheduler.claims import consistent, place, placement_of
+from eipctl.scheduler.claims import place
 from eipctl.scheduler.local_traffic import LocalTraffic
 from eipctl.scheduler.metrics import (
     EXCLUDED_NODES,
@@ -164,6 +164,8 @@ class Placer:
         self.passes = 0
         """Completed passes (tests and debugging)."""
         self._pool_views = PoolViews()
+        self._facts = ClaimFactsMemo()
+        """Each claim read once per version (`claim_facts`)."""
         self.writes = ClaimWrites(claims, kick)
         self.copies = PerNodeCopies(
             self.writes, writer, recorder, local.of if local is not None else None
@@ -185,14 +187,17 @@ class Placer:
         """One pass: decide, start the writes of every decision and repair; returns DONE."""
         started = self.clock()
         objs: list[Obj] = []
+        facts: list[ClaimFacts] = []
         per_node: dict[str, Obj] = {}
         all_claims = self.writes.claim_objects()
-        set_claim_phases(all_claims)
-        for obj in all_claims:
-            if is_node_bound(obj):
-                per_node[name_of(obj)] = obj
+        all_facts = self._facts.of_all(all_claims)
+        set_claim_phases(f.phase for f in all_facts)
+        for obj, fact in zip(all_claims, all_facts, strict=True):
+            if fact.node_bound:
+                per_node[fact.name] = obj
             else:
                 objs.append(obj)
+                facts.append(fact)
         ipnodes = self.nodes.objects()
         self.excluded = exclusions(
             ipnodes, self.kube_nodes.objects(), cordoned_excludes=self.exclude_cordoned
@@ -212,17 +217,19 @@ class Placer:
             ),
         )
         views = []
-        for obj in objs:
-            view = placement_of(obj)
+        for obj, fact in zip(objs, facts, strict=True):
+            view = fact.view
             if self.local is not None:
-                view = replace(view, local=self.local.of(obj))
+                local = self.local.of(obj, fact.services)
+                if local is not None:
+                    view = replace(view, local=local)
             pending = self.writes.pending.get(view.name)
             if pending is not None and not pending.no_live_node:
                 view = replace(view, node=pending.to_node, all_nodes=pending.all_nodes)
             views.append(view)
         result = plan(views, cluster, policies, cursor=self.cursor, rebalance_moves=rebalance_moves)
         self.cursor = result.cursor
-        by_name = {name_of(o): o for o in objs}
+        by_name = {f.name: o for f, o in zip(facts, objs, strict=True)}
         room = self._planned_room(started)
         held: list[str] = []
         for d in result.decisions:
@@ -249,11 +256,11 @@ class Placer:
             self.kick(PLANNED_STALE)  # safety net; a planned move binding kicks sooner
             log.info("placement.planned_moves_held", claims=len(held), limit=PLANNED_IN_FLIGHT)
         decided = {d.claim for d in result.decisions}
-        for obj in objs:
-            name = name_of(obj)
-            if name not in decided and name not in self.writes.pending and not consistent(obj):
+        for obj, fact in zip(objs, facts, strict=True):
+            name = fact.name
+            if name not in decided and name not in self.writes.pending and not fact.consistent:
                 self.writes.start(name, None, self._repair(obj))
-        self.copies.sync(objs, per_node, cluster, policies)
+        self.copies.sync(objs, [f.view for f in facts], per_node, cluster, policies)
         PLACEMENT_PASS_SECONDS.observe(self.clock() - started)
         self.passes += 1
         return DONE

@@ -8,6 +8,8 @@ from pathlib import Path
 from scheduler_harness import GROUP, SimNodes, add_claims, placements, scheduler
 
 from eipctl.allocator import metrics as allocator_metrics
+from eipctl.core.claims import phase_of
+from eipctl.core.fields import Obj
 from eipctl.kube import metrics as kube_metrics
 from eipctl.metrics import REGISTRY
 from eipctl.scheduler import metrics
@@ -22,12 +24,16 @@ def sample(name: str, labels: dict[str, str] | None = None) -> float | None:
 
 def test_claim_phases_count_pending_for_no_status_and_zero_emptied_phases() -> None:
     try:
-        metrics.set_claim_phases(
-            [{}, {"status": {}}, {"status": {"phase": "Bound"}}, {"status": {"phase": "Bound"}}]
-        )
+        claims: list[Obj] = [
+            {},
+            {"status": {}},
+            {"status": {"phase": "Bound"}},
+            {"status": {"phase": "Bound"}},
+        ]
+        metrics.set_claim_phases(phase_of(c) for c in claims)
         assert sample("eipctl_claims", {"phase": "Pending"}) == 2
         assert sample("eipctl_claims", {"phase": "Bound"}) == 2
-        metrics.set_claim_phases([{"status": {"phase": "Scheduled"}}])
+        metrics.set_claim_phases(["Scheduled"])
         assert sample("eipctl_claims", {"phase": "Scheduled"}) == 1
         assert sample("eipctl_claims", {"phase": "Bound"}) == 0
         assert sample("eipctl_claims", {"phase": "Pending"}) == 0
