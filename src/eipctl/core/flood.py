@@ -89,7 +89,9 @@ class FloodGuard:
                 return
         self._trusted[source] = now
         if port is not None:
-            ports = self._ports.setdefault(source, {})
+            ports = self._ports.get(source)
+            if ports is None:  # not setdefault: a prober calls this 10,000 times a second
+                ports = self._ports[source] = {}
             ports[port] = now
             if len(ports) > MAX_PORTS:
                 del ports[min(ports, key=ports.__getitem__)]

@@ -72,6 +72,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from eipctl.core.liveness_mac import MacKey
 from eipctl.core.naming import is_dns1123_subdomain
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "EXT_LENGTH",
     "MIN_KEY_LENGTH",
     "NEVER_MS",
+    "REPLY_NODE",
     "SESSION_LENGTH",
     "WIRE_ERRORS",
     "Flag",
@@ -95,6 +97,7 @@ __all__ = [
     "placement_digest",
     "probe_ext",
     "probe_ext_fields",
+    "probe_head",
     "valid_node",
 ]
 
@@ -437,39 +440,74 @@ def peer_silence_ms(ext: bytes) -> int:
 
 
 class ProbeEncoder:
-    """Encodes a prober's probes to one node: ``seq``, ``flags`` and (for PROBE_EXT) the
-    digest vary, the rest is packed once."""
+    """Encodes a prober's probes to one node and checks that node's replies to them.
 
-    __slots__ = ("_key", "_kid", "_node", "_session")
+    What does not vary (node length, session, key id, node, the key's hashed pads) is made
+    once, so a probe is a few concatenations and one MAC, and a reply is checked by comparing
+    bytes before one MAC, with no `Packet` built: a prober does this 20,000 times a second at
+    1,000 nodes."""
+
+    __slots__ = ("_mac", "_post", "_pre")
 
     def __init__(self, node: str, session: bytes, keyring: Keyring) -> None:
         Packet(Kind.PROBE, node, session, 0)  # validates
-        self._node = node.encode("ascii")
-        self._session = session
-        self._kid, self._key = keyring.signer(node, Kind.PROBE)
+        name = node.encode("ascii")
+        kid, key = keyring.signer(node, Kind.PROBE)
+        self._pre = bytes((len(name),)) + session  # the header from node length to session
+        self._post = kid + name  # key id and node: the header's end and the body
+        self._mac = MacKey(key)
 
-    def encode(self, seq: int, flags: Flag, ext: bytes | None = None) -> bytes:
+    def encode(self, seq: int, flags: int, ext: bytes | None = None) -> bytes:
         """A PROBE, or a PROBE_EXT when ``ext`` (8 bytes, `probe_ext`) is given."""
         if not 0 <= seq <= MAX_SEQ:
             raise ValueError(f"seq {seq} does not fit in 64 bits")
         if ext is not None and len(ext) != EXT_LENGTH:
             raise ValueError(f"an ext is {EXT_LENGTH} bytes")
-        kind = Kind.PROBE if ext is None else Kind.PROBE_EXT
-        body = (
-            _HEADER.pack(
-                MAGIC,
-                VERSION,
-                kind,
-                int(flags) & _KNOWN_FLAGS,
-                len(self._node),
-                self._session,
-                seq,
-                self._kid,
-            )
-            + self._node
-            + (ext or b"")
-        )
-        return body + _mac(self._key, body)
+        head = probe_head(flags, extended=ext is not None)
+        return self.sign(head, seq.to_bytes(8, "big"), ext or b"")
+
+    def sign(self, head: bytes, seq: bytes, ext: bytes = b"") -> bytes:
+        """A probe from parts a prober makes once a round: ``head`` (`probe_head`), the seq's
+        8 bytes (big-endian) and the ext (8 bytes with an extended head, else empty)."""
+        body = head + self._pre + seq + self._post + ext
+        return body + self._mac.digest(body)[:MAC_LENGTH]
+
+    def reply(self, data: bytes, after: int, upto: int) -> tuple[int, Flag] | None:
+        """(seq, flags) of ``data`` if it is a REPLY to this encoder's probes, with a seq in
+        (``after``, ``upto``], that `decode` accepts with this encoder's keyring: the same
+        session, node and key id (the key its probes go under), the MAC intact. None for
+        anything else (`decode` says why): the MAC is computed only if all the rest fits."""
+        if data[_KEY_ID_AT:-MAC_LENGTH] != self._post or data[:_FLAGS_AT] != _REPLY_HEAD:
+            return None  # the length is right once the key id and node are where they should be
+        if data[_LENGTH_AT:_SEQ_AT] != self._pre:
+            return None
+        seq = int.from_bytes(data[_SEQ_AT:_KEY_ID_AT], "big")
+        if not after < seq <= upto:
+            return None
+        end = len(data) - MAC_LENGTH
+        if not hmac.compare_digest(self._mac.digest(data[:end])[:MAC_LENGTH], data[end:]):
+            return None
+        return seq, _FLAGS[data[_FLAGS_AT]]
+
+
+def probe_head(flags: int, *, extended: bool) -> bytes:
+    """A probe's first 7 bytes (magic, version, kind, flags): `ProbeEncoder.sign`'s ``head``."""
+    return (_PROBE_EXT_HEADS if extended else _PROBE_HEADS)[int(flags) & _KNOWN_FLAGS]
+
+
+_PROBE_HEADS: Final = tuple(
+    MAGIC + bytes((VERSION, Kind.PROBE, f)) for f in range(_KNOWN_FLAGS + 1)
+)
+_PROBE_EXT_HEADS: Final = tuple(
+    MAGIC + bytes((VERSION, Kind.PROBE_EXT, f)) for f in range(_KNOWN_FLAGS + 1)
+)
+_REPLY_HEAD: Final = MAGIC + bytes((VERSION, Kind.REPLY))
+_FLAGS_AT: Final = 6
+_LENGTH_AT: Final = 7
+_SEQ_AT: Final = _LENGTH_AT + 1 + SESSION_LENGTH
+_KEY_ID_AT: Final = _SEQ_AT + 8
+REPLY_NODE: Final = slice(_HEADER.size, -MAC_LENGTH)
+"""Where a REPLY's node name is (``data[REPLY_NODE]``), if it is one."""
 
 
 def decode(data: bytes, keyring: Keyring) -> Packet:

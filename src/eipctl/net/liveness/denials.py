@@ -52,6 +52,10 @@ class SourceDenials:
         """``host`` sent something valid at ``at`` (loop clock), from ``port``: trust it."""
         self._guard.accepted(canonical(host), at, port)
 
+    def trusted(self, source: str, at: float, port: int) -> None:
+        """`accepted`, from a ``source`` already canonical (a prober's target's address)."""
+        self._guard.accepted(source, at, port)
+
     def refused(self, addr: tuple[Any, ...], weight: int, reason: str) -> Denial | None:
         """``weight`` refusals from ``addr``; the denial (already logged and in force in the
         kernel), if this one tipped its source over the limit."""

@@ -7,6 +7,7 @@ import errno
 import math
 import os
 import socket
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -16,6 +17,7 @@ from eipctl.core.flood import FloodGuard
 from eipctl.core.liveness_filter import prober_filter, sample_weight
 from eipctl.core.liveness_wire import (
     DIGEST_LENGTH,
+    REPLY_NODE,
     SESSION_LENGTH,
     Flag,
     Keyring,
@@ -25,6 +27,7 @@ from eipctl.core.liveness_wire import (
     WireError,
     decode,
     probe_ext,
+    probe_head,
     valid_node,
 )
 from eipctl.net.metrics import (
@@ -51,15 +54,36 @@ FILTERED: Final = frozenset(
     {"short", "magic", "version", "kind", "length", "key", "not_reply", "session"}
 )
 """Refusals the kernel filter makes too: one that reaches Python is one sampled of many."""
+_EXTENDED: Final = int(Flag.EXTENDED)
+_SENT: dict[socket.AddressFamily, Any] = {}
+
+
+def _probes_sent(family: socket.AddressFamily) -> Any:
+    """The family's child of ``eipctl_liveness_probes_sent``, made once (`labels` is slow)."""
+    counter = _SENT.get(family)
+    if counter is None:
+        counter = _SENT[family] = LIVENESS_PROBES_SENT.labels(family=FAMILY_LABEL[family])
+    return counter
 
 
 class _Target:
     """Per-node state of a prober; a node whose endpoint changes gets a new one."""
 
-    __slots__ = ("accepted", "address", "extended", "family", "host", "node", "port", "probe")
+    __slots__ = (
+        "accepted",
+        "address",
+        "current",
+        "extended",
+        "family",
+        "host",
+        "node",
+        "port",
+        "probe",
+    )
 
     def __init__(self, node: str, address: tuple[str, int], seq: int, probe: ProbeEncoder) -> None:
         self.node = node
+        self.current = True  # still the prober's target for this node (`set_targets`)
         self.probe = probe  # encodes our probe to this node for a given seq, flags, digest
         self.extended = False  # its last accepted reply said it reads PROBE_EXT
         self.address = address  # as given, for sendto
@@ -113,9 +137,11 @@ class LivenessProber:
         self._nodes = nodes or (lambda: len(self._targets))
         self._round_flags = Flag.STANDING
         self._round_nodes = 0
+        self._round_parts()
         self._session = os.urandom(SESSION_LENGTH)
         self._seq = 0
         self._targets: dict[str, _Target] = {}
+        self._by_name: dict[bytes, _Target] = {}  # the same, by the bytes a reply names it by
         self._sockets: dict[socket.AddressFamily, DatagramSocket] = {}
         self._opened: list[DatagramSocket] = []
         # family -> when opening its socket last failed (retried after REPORT_EVERY)
@@ -126,6 +152,7 @@ class LivenessProber:
         of recorded replies (the right session, so the filter admits them) is refused in
         Python as ``source``/``replay``/``stale`` at a few microseconds each until then."""
         self._accepted = 0  # replies accepted since the metric was last brought up to date
+        self._time: Callable[[], float] = time.monotonic  # the loop's clock once sockets open
         self._running = False
         self._closed = False
 
@@ -157,7 +184,10 @@ class LivenessProber:
             else:
                 probe = ProbeEncoder(node, self._session, self._keyring)
                 fresh[node] = _Target(node, (host, port), self._seq, probe)
+        for node, old in self._targets.items():
+            old.current = fresh.get(node) is old
         self._targets = fresh
+        self._by_name = {node.encode("ascii"): target for node, target in fresh.items()}
 
     def set_node_keys(self, node_keys: Mapping[str, bytes]) -> None:
         """The nodes' own keys (node -> key, docs/liveness.md "Node keys"), replacing those
@@ -194,6 +224,7 @@ class LivenessProber:
                 self._seq += 1
                 self._round_flags = self._round_standing()
                 self._round_nodes = self._round_count()
+                self._round_parts()
                 self._count_accepted()
                 next_round += self._interval
                 await self._round(loop, next_round)
@@ -215,18 +246,25 @@ class LivenessProber:
             self._drops.failed("nodes", exc)
             return 0
 
-    def _probe_bytes(self, target: _Target, seq: int) -> bytes:
+    def _round_parts(self) -> None:
+        """What every probe of the round shares: made once a round, not once a probe."""
         flags = self._round_flags
-        if not target.extended or seq - target.accepted > self._window // 2:
-            return target.probe.encode(seq, flags)
-        digest = bytes(DIGEST_LENGTH)
-        if flags & Flag.WRITER and self._digest is not None:
-            try:
-                digest = self._digest(target.node)
-            except Exception as exc:  # no digest: the probe vouches for nothing
-                self._drops.failed("digest", exc)
-                flags &= ~Flag.WRITER
-        return target.probe.encode(seq, flags, probe_ext(digest, self._round_nodes))
+        self._head = probe_head(flags, extended=False)
+        self._ext_head = probe_head(flags, extended=True)
+        self._ext_zeros = probe_ext(bytes(DIGEST_LENGTH), self._round_nodes)  # no digest
+        self._digests = self._digest if flags & Flag.WRITER else None
+
+    def _extended_probe(self, target: _Target, seq: bytes) -> bytes:
+        """A PROBE_EXT to ``target``: the digest of what it holds, if we are the writer."""
+        if self._digests is None:
+            return target.probe.sign(self._ext_head, seq, self._ext_zeros)
+        try:
+            digest = self._digests(target.node)
+        except Exception as exc:  # no digest: the probe vouches for nothing
+            self._drops.failed("digest", exc)
+            head = probe_head(self._round_flags & ~Flag.WRITER, extended=True)
+            return target.probe.sign(head, seq, self._ext_zeros)
+        return target.probe.sign(self._ext_head, seq, probe_ext(digest, self._round_nodes))
 
     def close(self) -> None:
         """Close the sockets (idempotent): no more replies are read, the ports are freed."""
@@ -256,6 +294,7 @@ class LivenessProber:
             self._accepted = 0
 
     async def _open_sockets(self, now: float) -> None:
+        self._time = asyncio.get_running_loop().time
         for family in {target.family for target in self._targets.values()}:
             if family in self._sockets:
                 continue
@@ -264,7 +303,9 @@ class LivenessProber:
                 continue
             wildcard = "::" if family == socket.AF_INET6 else "0.0.0.0"
             try:
-                sock = await open_socket(family, (wildcard, 0), self._received, "prober")
+                sock = await open_socket(
+                    family, (wildcard, 0), self._received, "prober", stamped=False
+                )
             except OSError as exc:
                 if failed_at is None:
                     log.warning(
@@ -295,25 +336,39 @@ class LivenessProber:
             self._send_chunk(targets[n * CHUNK : (n + 1) * CHUNK])
 
     def _send_chunk(self, chunk: list[_Target]) -> None:
-        seq, current = self._seq, self._targets
-        sent = {socket.AF_INET: 0, socket.AF_INET6: 0}
+        seq, head, half, sockets = self._seq, self._head, self._window // 2, self._sockets
+        seq_bytes = seq.to_bytes(8, "big")
+        sent = dict.fromkeys(sockets, 0)
         for target in chunk:
-            if current.get(target.node) is not target:  # removed or changed since the round began
+            if not target.current:  # removed or changed since the round began
                 continue
-            sock = self._sockets.get(target.family)
+            sock = sockets.get(target.family)
             try:
                 if sock is None:
                     raise OSError(errno.EAFNOSUPPORT, "no socket for this address family")
-                sock.sendto(self._probe_bytes(target, seq), target.address)
+                if target.extended and seq - target.accepted <= half:
+                    sock.sendto(self._extended_probe(target, seq_bytes), target.address)
+                else:
+                    sock.sendto(target.probe.sign(head, seq_bytes), target.address)
             except OSError as exc:
                 self._drops.unsent(exc, f"{target.node} {source_of(target.address)}")
                 continue
             sent[target.family] += 1
         for family, count in sent.items():
             if count:
-                LIVENESS_PROBES_SENT.labels(family=FAMILY_LABEL[family]).inc(count)
+                _probes_sent(family).inc(count)
 
     def _received(self, data: bytes, addr: tuple[Any, ...]) -> None:
+        """A datagram on our socket. The common case, a fresh reply from the target's own
+        (address, port), is checked on the bytes (`ProbeEncoder.reply`); anything else is
+        decoded in full, so that a refusal is counted by its reason."""
+        target = self._by_name.get(data[REPLY_NODE])
+        if target is not None and addr[0] == target.host and addr[1] == target.port:
+            after = max(self._seq - self._window, target.accepted)
+            fresh = target.probe.reply(data, after, self._seq)
+            if fresh is not None:
+                self._accept(target, fresh[0], fresh[1])
+                return
         try:
             reply = decode(data, self._keyring)
         except WireError as exc:
@@ -325,12 +380,15 @@ class LivenessProber:
             self._refuse(reason, addr)
             return
         assert target is not None
-        target.accepted = reply.seq
-        target.extended = bool(reply.flags & Flag.EXTENDED)
-        self._denials.accepted(target.host, asyncio.get_running_loop().time(), addr[1])
+        self._accept(target, reply.seq, reply.flags)
+
+    def _accept(self, target: _Target, seq: int, flags: Flag) -> None:
+        target.accepted = seq
+        target.extended = bool(int(flags) & _EXTENDED)  # int: an enum's & is slow
+        self._denials.trusted(target.host, self._time(), target.port)
         self._accepted += 1
         try:
-            self._on_reply(reply.node, reply.flags)
+            self._on_reply(target.node, flags)
         except Exception as exc:  # a failing consumer must not stop the replies being read
             self._drops.failed("on_reply", exc)
 

@@ -4,8 +4,10 @@ what they drop. See the package docstring."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
+import functools
 import ipaddress
 import socket
 import struct
@@ -149,11 +151,18 @@ class DatagramSocket:
     """
 
     def __init__(
-        self, sock: socket.socket, received: Callable[[bytes, tuple[Any, ...]], None], role: str
+        self,
+        sock: socket.socket,
+        received: Callable[[bytes, tuple[Any, ...]], None],
+        role: str,
+        *,
+        stamped: bool = True,
     ) -> None:
         self.sock = sock
         self.role = role
         self.filtered = False
+        self.sendto: Callable[[bytes, tuple[str, int]], int] = sock.sendto
+        """The socket's own: no wrapper between a prober's send loop and the system call."""
         self._attach_failed = False
         self._received = received
         self._loop = asyncio.get_running_loop()
@@ -163,12 +172,14 @@ class DatagramSocket:
         self.arrived = self._loop.time()
         """When the datagram being handed on arrived, on the loop's clock: the kernel's
         timestamp where it gives one, so a datagram that waited in the queue while the loop
-        was frozen or starved is as old as it is, not as fresh as the moment it was read."""
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            self._stamped = True
-        except OSError:
-            self._stamped = False
+        was frozen or starved is as old as it is, not as fresh as the moment it was read.
+        Not kept for a socket opened without ``stamped`` (the prober's: it reads no age)."""
+        self._read: Callable[[], tuple[bytes, tuple[Any, ...]]] = self._read_stamped
+        if stamped:
+            with contextlib.suppress(OSError):  # then the time it is read (`_arrival`)
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        else:  # no ancillary data to parse, no clocks to read, per datagram
+            self._read = functools.partial(sock.recvfrom, RECV_BYTES)
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self._loop.add_reader(sock.fileno(), self._readable)
 
@@ -180,18 +191,23 @@ class DatagramSocket:
     def drain(self, limit: int = DRAIN_LIMIT) -> int:
         """Read and hand on up to ``limit`` queued datagrams now; how many were read."""
         count = 0
+        read, received = self._read, self._received
         while count < limit and not self._closing:
             try:
-                data, ancillary, _, addr = self.sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
+                data, addr = read()
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:  # e.g. ICMP errors surfaced on a UDP socket
                 log.debug("liveness.socket.error", role=self.role, error=str(exc))
                 break
             count += 1
-            self.arrived = self._arrival(ancillary)
-            self._received(data, addr)
+            received(data, addr)
         return count
+
+    def _read_stamped(self) -> tuple[bytes, tuple[Any, ...]]:
+        data, ancillary, _, addr = self.sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
+        self.arrived = self._arrival(ancillary)
+        return data, addr
 
     def _arrival(self, ancillary: list[tuple[int, int, bytes]]) -> float:
         wall = time.time()  # first: the age may come out a hair short, never long
@@ -232,9 +248,6 @@ class DatagramSocket:
         self._drops_seen = drops
         return drops
 
-    def sendto(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.sock.sendto(data, addr)
-
     def close(self) -> None:
         """Stop reading and close the socket (idempotent); ``closed`` is then done."""
         if self._closing:
@@ -251,15 +264,18 @@ async def open_socket(
     address: tuple[str, int],
     received: Callable[[bytes, tuple[Any, ...]], None],
     role: str,
+    *,
+    stamped: bool = True,
 ) -> DatagramSocket:
-    """A bound non-blocking UDP socket (no SO_REUSEADDR), read by `DatagramSocket`."""
+    """A bound non-blocking UDP socket (no SO_REUSEADDR), read by `DatagramSocket` (with
+    each datagram's arrival time if ``stamped``)."""
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
         sock.setblocking(False)
         for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
             sock.setsockopt(socket.SOL_SOCKET, option, BUFFER_BYTES)
         sock.bind(address)
-        return DatagramSocket(sock, received, role)
+        return DatagramSocket(sock, received, role, stamped=stamped)
     except BaseException:
         sock.close()
         raise
