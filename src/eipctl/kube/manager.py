@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -223,6 +224,11 @@ class Manager(Generic[K]):
         if self.term is not None:
             self.term.queue.add(key)
 
+    def enqueue_after(self, key: K, delay: float) -> None:
+        """`enqueue` in ``delay`` seconds (at once when <= 0; the earliest request wins)."""
+        if self.term is not None:
+            self.term.queue.add_after(key, delay)
+
     # --- lifecycle --------------------------------------------------------------------------
     async def run(
         self, *, health: HealthChecks | None = None, stop: asyncio.Event, settle_heap: bool = False
@@ -296,6 +302,7 @@ class Manager(Generic[K]):
             writer.use_cache(ref, cache)
         term: LeaderTerm[K] = LeaderTerm(self.terms, WorkQueue(self.name), writer)
         tasks: list[asyncio.Task[None]] = []
+        began = time.monotonic()
         try:
             handle = await self.work.start_term(term)
             self.term = term
@@ -309,6 +316,7 @@ class Manager(Generic[K]):
             )
             tasks.append(workers)
             tasks += [asyncio.create_task(run(), name=n) for n, run in self._leader_runnables]
+            tasks.append(asyncio.create_task(self._caught_up(term, began), name="caught-up"))
             await _until_done(workers, tasks)
         finally:
             # shielded, and awaited again by `stop`: a second cancel must not cut it short;
@@ -317,6 +325,17 @@ class Manager(Generic[K]):
             self._ending.add(ending)
             ending.add_done_callback(self._ending.discard)
             await asyncio.shield(ending)
+
+    async def _caught_up(self, term: LeaderTerm[K], began: float) -> None:
+        """Log once the term's first keys are all done (its queue idle for the first time):
+        a new leader has looked at everything, e.g. after an upgrade."""
+        await term.queue.wait_idle()
+        log.info(
+            "term.caught_up",
+            component=self.name,
+            term=term.number,
+            seconds=round(time.monotonic() - began, 3),
+        )
 
     async def _end(self, term: LeaderTerm[K], tasks: list[asyncio.Task[None]]) -> None:
         self.term = None

@@ -163,6 +163,8 @@ class Placer:
         self.cursor = ""
         self.passes = 0
         """Completed passes (tests and debugging)."""
+        self.pass_seconds = 0.0
+        """How long the last pass took (on ``clock``): `pacing.pace_after`."""
         self._pool_views = PoolViews()
         self._facts = ClaimFactsMemo()
         """Each claim read once per version (`claim_facts`)."""
@@ -261,7 +263,8 @@ class Placer:
             if name not in decided and name not in self.writes.pending and not fact.consistent:
                 self.writes.start(name, None, self._repair(obj))
         self.copies.sync(objs, [f.view for f in facts], per_node, cluster, policies)
-        PLACEMENT_PASS_SECONDS.observe(self.clock() - started)
+        self.pass_seconds = self.clock() - started
+        PLACEMENT_PASS_SECONDS.observe(self.pass_seconds)
         self.passes += 1
         return DONE
 

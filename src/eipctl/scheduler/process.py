@@ -49,6 +49,7 @@ from eipctl.scheduler.node_conditions import NodeConditions
 from eipctl.scheduler.node_eligibility import NodeEligibility
 from eipctl.scheduler.node_keys import NodeKeyCache
 from eipctl.scheduler.node_watch import NodeWatch
+from eipctl.scheduler.pacing import pace_after
 from eipctl.scheduler.placing import Placer
 from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
 from eipctl.scheduler.service_events import ServiceEvents
@@ -286,11 +287,16 @@ class Scheduler:
             self.placer.observe_claim(new, name_of(obj))  # a planned move bound, or gone
         if old is None or new is None:
             self.manager.enqueue(ServiceIpKey(name_of(obj)))
-            self.manager.enqueue(Pass.PLACE)
+            self._pass_for_claims()
         elif self.placer is not None and self.placer.is_echo(new):
             return  # our own write coming back: the pass that made it knew
         elif c.placement_of(old) != c.placement_of(new) or not c.consistent(new):
-            self.manager.enqueue(Pass.PLACE)
+            self._pass_for_claims()
+
+    def _pass_for_claims(self) -> None:
+        """A pass for changed claims, paced by what the last pass cost (`pacing`)."""
+        last = self.placer.pass_seconds if self.placer is not None else 0.0
+        self.manager.enqueue_after(Pass.PLACE, pace_after(last))
 
     def _on_reply(self, node: str, flags: Flag) -> None:
         self.node_watch.heard(node, flags)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from eipctl.kube.client import IPCLAIMS, LEASES, ObjectList, ResourceRef
 from eipctl.kube.leader import LeaderElectionConfig
@@ -237,6 +238,29 @@ async def test_without_election_it_leads_at_once_and_stop_cancels_everything() -
     left = [t.get_name() for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert not [n for n in left if n.startswith(("informer-", "test-", "always", "leader"))]
     assert manager.term is None and not manager.leading
+
+
+async def test_a_key_queued_for_later_is_handled_then_and_dropped_while_standing_by() -> None:
+    manager, work, _ = make(elect=False)
+    manager.enqueue_after("before leading", 0.0)  # no term: dropped
+    async with running(manager):
+        await eventually(lambda: work.handled == ["first of 1"])
+        manager.enqueue_after("later", 0.3)
+        manager.enqueue_after("now", 0.0)
+        await eventually(lambda: "now" in work.handled)
+        assert "later" not in work.handled
+        await eventually(lambda: "later" in work.handled, timeout=2)
+    assert "before leading" not in work.handled
+
+
+async def test_a_term_says_when_it_has_caught_up_with_its_first_keys() -> None:
+    manager, work, _ = make(elect=False)
+    with structlog.testing.capture_logs() as logs:
+        async with running(manager):
+            await eventually(lambda: any(e["event"] == "term.caught_up" for e in logs))
+            assert work.handled == ["first of 1"]  # said after its first keys were done
+    (said,) = [e for e in logs if e["event"] == "term.caught_up"]
+    assert said["component"] == "test" and said["term"] == 1 and said["seconds"] >= 0
 
 
 async def test_a_failing_leader_runnable_ends_the_term_and_the_run() -> None:
