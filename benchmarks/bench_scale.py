@@ -50,13 +50,20 @@ node, not an ``eipctl controller`` process on the netns bed: no netlink, no real
 --py-spy samples each scheduler replica during the window (py-spy record --nonblocking,
 100 Hz; it must be installed beside this Python) and prints the functions its time goes to.
 
-Figures only; nothing is asserted. Not measured here (yet): the placement pass time, a
-leader killed together with a node, an allocator restart, the per-process start-up time to
-a synced cache; plots.
+After the failovers (`scale_phases`): the placement passes at the leader during the window
+(from its /metrics: count, mean, the buckets of the median and the longest), the longest
+collector pause, each child's start to a synced cache and to its first term caught up
+(``term.caught_up``), the allocator restarted (SIGTERM, then a new one: every Service checked,
+and its Service and IpClaim writes in the 15 s after, 0 expected), and with 2 replicas the
+scheduler leader SIGKILLed with a node at the same instant (every claim of that node Bound
+elsewhere). --json keeps the figures, --plots draws them (`scale_plots`, matplotlib).
+
+Figures only; nothing is asserted.
 
 Run: python benchmarks/bench_scale.py [--nodes 10,100,1000] [--services 10,1000,10000]
         [--window 30] [--settle 5] [--workers N] [--replicas 2] [--failovers 3] [--keep]
-        [--real-node] [--py-spy]
+        [--real-node] [--py-spy] [--json FILE] [--plots DIR]
+        python benchmarks/bench_scale.py --plot-from FILE --plots DIR
 """
 
 from __future__ import annotations
@@ -84,6 +91,7 @@ from bench_api_load import (
     IPCLAIMS,
     LEASES,
     SCHEDULER_WATCHES,
+    SERVICES,
     LagMeter,
     Tally,
     cpu_seconds,
@@ -92,6 +100,16 @@ from bench_api_load import (
     self_cpu,
 )
 from figures import machine, run_cell
+from scale_phases import (
+    PassTimes,
+    allocator_restart,
+    free_port,
+    leader_with_node,
+    longest_gc_pause,
+    scrape,
+    startup,
+)
+from scale_plots import draw
 
 GROUP = "eipctl.io"
 POOL_CIDR = "10.200.0.0/16"
@@ -139,9 +157,21 @@ def main() -> int:
         help="extra flags for the allocator and every scheduler replica (default: none, their "
         "defaults), e.g. '--renew-deadline 4s --lease-duration 5s'",
     )
+    parser.add_argument("--json", help="write every cell's figures to this file")
+    parser.add_argument(
+        "--plots",
+        help="draw the plots (matplotlib) into this folder, e.g. docs/ (with --plot-from: "
+        "from a --json file of an earlier run, without running anything)",
+    )
+    parser.add_argument("--plot-from", help=argparse.SUPPRESS)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: "N,S", JSON out
     args = parser.parse_args()
     window = max(MIN_WINDOW, args.window)
+    if args.plot_from:
+        results = json.loads(Path(args.plot_from).read_text())
+        for path in draw(results, Path(args.plots or ".")):
+            print(f"plot: {path}")
+        return 0
     if args.one:
         n, s = (int(x) for x in args.one.split(","))
         return one(n, s, args, window)
@@ -169,6 +199,11 @@ def main() -> int:
     print()
     for line in table(results):
         print(line)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.plots:
+        for path in draw(results, Path(args.plots)):
+            print(f"plot: {path}")
     return 0
 
 
@@ -245,6 +280,35 @@ def table(results: list[dict[str, Any]]) -> list[str]:
                 f"  failover {f['from']} ({f['claim']}): placed {_s(f['placed'])}, "
                 f"Bound on {f['to']} {_s(f['bound'])}"
             )
+        out += phase_lines(r)
+    return out
+
+
+def phase_lines(r: dict[str, Any]) -> list[str]:
+    """The cell's figures from scale_phases: passes, collector, start-up, the two events."""
+    out = [f"  placement passes at the leader in the window: {r['passes']}"]
+    gc_max = r["gc_max"]
+    out.append(
+        f"  longest collector pause so far <= {gc_max['scheduler'] * 1000:.0f} ms (scheduler "
+        f"leader), <= {gc_max['allocator'] * 1000:.0f} ms (allocator)"
+    )
+    for name, t in r["startup"].items():
+        caught = "(did not lead)" if t["caught_up"] is None else _s(t["caught_up"])
+        out.append(
+            f"  {name}: start -> caches synced {_s(t['synced'])}, -> first term caught up {caught}"
+        )
+    a = r["allocator_restart"]
+    out.append(
+        f"  allocator restarted: caches synced {_s(a['synced'])}, every Service checked "
+        f"{_s(a['caught_up'])}, Service and IpClaim writes in {a['within']:.0f}s: {a['writes']}"
+    )
+    b = r["leader_with_node"]
+    out.append(
+        f"  leader and node killed: {b['skipped']}"
+        if "skipped" in b
+        else f"  leader {b['leader']} and {b['node']} killed together: its {b['claims']} "
+        f"claims all Bound elsewhere after {_s(b['all_bound'])}"
+    )
     return out
 
 
@@ -337,17 +401,43 @@ async def start_workers(
     return workers
 
 
-def children(kubeconfig: Path, key_file: Path, tmp: Path, replicas: int, extra: str) -> Any:
-    from eipctl.sandbox.children import Child, Children, component_argv
+def children(
+    kubeconfig: Path, key_file: Path, tmp: Path, replicas: int, extra: str
+) -> tuple[Any, dict[str, int]]:
+    """The allocator and the scheduler replicas (not started), and the port each serves its
+    /metrics on (loopback)."""
+    from eipctl.sandbox.children import Children
 
-    flags = shlex.split(extra)
-    alloc = [*component_argv("allocator", kubeconfig, "info"), *flags]
-    made = [Child("allocator", alloc, tmp / "alloc.log")]
+    ports = {"allocator": free_port()}
+    made = [allocator_child(kubeconfig, tmp / "alloc.log", ports["allocator"], extra)]
     for r in range(1, replicas + 1):
-        argv = component_argv("scheduler", kubeconfig, "info", liveness_key_file=key_file)
-        argv[argv.index("--identity") + 1] = f"sandbox-scheduler-{r}"
-        made.append(Child(f"scheduler-{r}", [*argv, *flags], tmp / f"scheduler-{r}.log"))
-    return Children(made)
+        name = f"scheduler-{r}"
+        ports[name] = free_port()
+        made.append(_child(name, "scheduler", kubeconfig, tmp, ports[name], extra, key_file))
+    return Children(made), ports
+
+
+def allocator_child(kubeconfig: Path, log: Path, port: int, extra: str) -> Any:
+    return _child("allocator", "allocator", kubeconfig, log.parent, port, extra, log=log)
+
+
+def _child(
+    name: str,
+    command: str,
+    kubeconfig: Path,
+    tmp: Path,
+    port: int,
+    extra: str,
+    key_file: Path | None = None,
+    log: Path | None = None,
+) -> Any:
+    from eipctl.sandbox.children import Child, component_argv
+
+    argv = component_argv(command, kubeconfig, "info", liveness_key_file=key_file)
+    argv[argv.index("--metrics-bind-address") + 1] = f"127.0.0.1:{port}"
+    if command == "scheduler":
+        argv[argv.index("--identity") + 1] = f"sandbox-{name}"
+    return Child(name, [*argv, *shlex.split(extra)], log or tmp / f"{name}.log")
 
 
 def seed_services(server: Any, count: int) -> None:
@@ -423,7 +513,7 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
     write_key(key_file, secrets.token_urlsafe(32))
     count = args.workers or max(1, min(os.cpu_count() or 1, -(-n // 500)))
     workers: list[Worker] = []
-    kids = children(kubeconfig, key_file, tmp, args.replicas, args.child_flags)
+    kids, ports = children(kubeconfig, key_file, tmp, args.replicas, args.child_flags)
     started = False
     await server.start(host="127.0.0.1", port=0)
     try:
@@ -438,6 +528,7 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
             await asyncio.gather(*(w.registered for w in workers))
         registered_s = time.monotonic() - t0
         print(f"  {n} nodes registered in {registered_s:.1f}s ({count} workers)", flush=True)
+        kids_started_at = time.time()
         kids.start()
         started = True
         t1 = time.monotonic()
@@ -476,7 +567,12 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         w0 = time.monotonic()
         load0 = _load()
         spies = await start_spies(scheds, window, tmp) if args.py_spy else []
+        leader0 = _leader(store)
+        leader_port = ports.get(leader0.removeprefix("sandbox-"), 0)
+        passes0 = await scrape(leader_port) if leader_port else {}
         await asyncio.sleep(window)
+        passes1 = await scrape(leader_port) if leader_port else {}
+        alloc_metrics = await scrape(ports["allocator"])
         elapsed = time.monotonic() - w0
         cpu1 = [cpu_seconds(p) for p in procs], self_cpu(), sum(cpu_seconds(p) for p in wpids)
         lag_p99, lag_max = await lag.stop()
@@ -491,12 +587,27 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
                     await spy.wait()
             for line in spy_summary(out, f"scheduler-{r}"):
                 print(line, flush=True)
-        fos = await failovers(store, workers, count, n, args.failovers, args.real_node)
+        owner = node_owners(workers, count, n, args.real_node)
+        fos = await failovers(store, owner, args.failovers)
+        boot = startup(tmp, kids_started_at, args.replicas)
+        restart = await allocator_restart(
+            kids,
+            lambda: allocator_child(kubeconfig, tmp / "alloc-2.log", free_port(), args.child_flags),
+            tally,
+            tmp,
+            _allocator_writes,
+        )
+        both = (
+            await leader_with_node(store, kids, _leader(store), owner, _bound_on)
+            if args.replicas > 1
+            else {"skipped": "one replica"}
+        )
     finally:
         if started:
             await kids.stop(5.0)
         await asyncio.gather(*(w.stop() for w in workers), return_exceptions=True)
         await server.stop()
+    passes = PassTimes.between(passes0, passes1)
     writes = after.writes - before.writes
     per_s = {k: v / elapsed for k, v in writes.items()}
     rest = sum(per_s.values()) - per_s.get(LEASES, 0.0) - sum(per_s.get(k, 0.0) for k in EVENTS)
@@ -551,6 +662,14 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         "lag_p99_ms": 1000 * lag_p99,
         "lag_max_ms": 1000 * lag_max,
         "failovers": fos,
+        "passes": passes.text() if passes else "none in the window",
+        "gc_max": {
+            "scheduler": longest_gc_pause(passes1),
+            "allocator": longest_gc_pause(alloc_metrics),
+        },
+        "startup": boot,
+        "allocator_restart": restart,
+        "leader_with_node": both,
         "child_flags": args.child_flags,
         "term_starts": term_starts(tmp, args.replicas),
     }
@@ -626,16 +745,25 @@ def _leader(store: Any) -> str:
     return ""
 
 
-async def failovers(
-    store: Any, workers: list[Worker], count: int, n: int, times: int, real_node: bool
-) -> list[dict[str, Any]]:
-    """Kill `times` nodes that hold a Bound claim, one after the other; each: the time until
-    its claim (the first of its claims) is placed on another node, and Bound there."""
+def node_owners(workers: list[Worker], count: int, n: int, real_node: bool) -> dict[str, Worker]:
+    """Each simulated node's worker (the real node is there to be compared, not killed)."""
     owner = {}
     for k, (first, size, real) in enumerate(worker_blocks(n, count, real_node)):
         for i in range(first, first + size):
-            if not real:  # the real node is there to be compared, not killed
+            if not real:
                 owner[f"node-{i}"] = workers[k]
+    return owner
+
+
+def _allocator_writes(before: Tally, after: Tally) -> int:
+    """Writes to Services and IpClaims between two tallies (the allocator's kinds)."""
+    return sum(after.writes[k] - before.writes[k] for k in (SERVICES, IPCLAIMS))
+
+
+async def failovers(store: Any, owner: dict[str, Worker], times: int) -> list[dict[str, Any]]:
+    """Kill `times` nodes that hold a Bound claim, one after the other; each: the time until
+    its claim (the first of its claims) is placed on another node, and Bound there."""
+    n = len(owner)
     out: list[dict[str, Any]] = []
     killed: set[str] = set()
     rng = random.Random(32)

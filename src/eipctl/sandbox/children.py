@@ -169,6 +169,12 @@ class Children:
         for child in self.children:
             self._tasks.append(asyncio.create_task(child.supervise(), name=f"child-{child.name}"))
 
+    def add(self, child: Child) -> None:
+        """Supervise one more child from now on (a component started again under a new
+        name, e.g. a benchmark's restarted allocator); `stop` stops it with the rest."""
+        self.children.append(child)
+        self._tasks.append(asyncio.create_task(child.supervise(), name=f"child-{child.name}"))
+
     def statuses(self) -> list[ChildStatus]:
         return [c.status() for c in self.children]
 

@@ -127,6 +127,7 @@ class Placer:
         local: LocalTraffic | None = None,
         returned_at: Mapping[str, float] | None = None,
         hold_down: float = 0.0,
+        facts: ClaimFactsMemo | None = None,
     ) -> None:
         self.returned_at: Mapping[str, float] = returned_at if returned_at is not None else {}
         """node -> when it was live again after being declared dead (`NodeWatch`)."""
@@ -166,8 +167,9 @@ class Placer:
         self.pass_seconds = 0.0
         """How long the last pass took (on ``clock``): `pacing.pace_after`."""
         self._pool_views = PoolViews()
-        self._facts = ClaimFactsMemo()
-        """Each claim read once per version (`claim_facts`)."""
+        self._facts = facts if facts is not None else ClaimFactsMemo()
+        """Each claim read once per version (`claim_facts`); the process's, so a new term's
+        first pass reads only what changed since the last term's last."""
         self.writes = ClaimWrites(claims, kick)
         self.copies = PerNodeCopies(
             self.writes, writer, recorder, local.of if local is not None else None

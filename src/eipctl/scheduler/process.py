@@ -42,6 +42,7 @@ from eipctl.runtime.config import SchedulerSettings
 from eipctl.runtime.health import Health
 from eipctl.scheduler import claims as c
 from eipctl.scheduler import metrics
+from eipctl.scheduler.claim_facts import ClaimFactsMemo
 from eipctl.scheduler.digests import NodeDigests
 from eipctl.scheduler.keys import Pass, SchedulerKey, ServiceIpKey
 from eipctl.scheduler.local_traffic import SERVICE_INDEX, LocalTraffic, slice_service
@@ -101,6 +102,8 @@ class Scheduler:
         )
         """Where externalTrafficPolicy: Local Services have endpoints (`local_traffic`)."""
         self.local_traffic = LocalTraffic(self.services, self.endpoint_slices)
+        self.claim_facts = ClaimFactsMemo()
+        """What placement passes read of each claim version, kept across terms."""
         self.liveness = Liveness(settings.node_timeout)
         self.prober: LivenessProber | None = None
         self.node_watch = NodeWatch(
@@ -206,6 +209,7 @@ class Scheduler:
             local=self.local_traffic,
             returned_at=self.node_watch.returned_at,
             hold_down=s.node_hold_down,
+            facts=self.claim_facts,
         )
         conditions = NodeConditions(
             self.nodes,

@@ -43,6 +43,23 @@ async def test_child_that_exits_is_started_again(tmp_path: Path) -> None:
     assert "eipctl " in log  # the command's own output is in the log
 
 
+async def test_a_child_added_later_is_supervised_and_stopped_with_the_rest(
+    tmp_path: Path,
+) -> None:
+    children = Children([])
+    children.start()
+    late = Child("late", ["version"], tmp_path / "late.log")
+    children.add(late)
+    try:
+        async with asyncio.timeout(30):
+            while late.starts < 2:  # exits at once, and is started again
+                await asyncio.sleep(0.05)
+    finally:
+        await children.stop(grace=5)
+    assert [s.name for s in children.statuses()] == ["late"]
+    assert not children.statuses()[0].running
+
+
 async def test_stop_terminates_a_running_component(apiserver: ApiServer, tmp_path: Path) -> None:
     install_crds(apiserver)
     config = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
