@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from eipctl.core.local_endpoints import EndpointNodes
+from eipctl.core.spread import SpreadChoice, fewest
 
 __all__ = [
     "ClaimPlacement",
@@ -270,28 +271,39 @@ def plan(
                 load[claim.node] += 1
         else:
             movers.append((claim, claim_policy, reason))
+    candidates_of = _CandidatesMemo(cluster)
     for claim, claim_policy, _ in movers:
         if (
             claim_policy is not Policy.ALL
             and claim.node in cluster.live
-            and not candidates_for(claim, cluster)
+            and not candidates_of(claim)
         ):
             load[claim.node] += 1  # stuck where it is (no live candidate): still a load
     decisions: list[Decision] = []
+    choices: dict[frozenset[str], SpreadChoice] = {}  # one per candidate set (`core.spread`)
     for claim, claim_policy, reason in movers:
         if claim_policy is Policy.ALL:
             decisions.append(Decision(claim.name, claim.node, "", reason, all_nodes=True))
             continue
-        candidates = candidates_for(claim, cluster)
+        candidates = candidates_of(claim)
         if not candidates:
             decisions.append(_without_target(claim, cluster, reason))
             continue
         if claim_policy is Policy.SPREAD:
-            target = _fewest(candidates, load, cursor)
+            if claim.local is None:  # the common case: a few candidate sets for every claim
+                choice = choices.get(candidates)
+                if choice is None:
+                    choice = choices[candidates] = SpreadChoice(candidates, load)
+                target = choice.pick(load, cursor)
+            else:
+                target = fewest(candidates, load, cursor)
             cursor = target
         else:
             target = _most(candidates, load)
+        before = load[target]
         load[target] += 1
+        for choice in choices.values():
+            choice.added(target, before)
         decisions.append(Decision(claim.name, claim.node, target, reason))
     if rebalance_moves > 0:
         moved = {d.claim for d in decisions}
@@ -317,12 +329,21 @@ def _without_target(claim: ClaimPlacement, cluster: Cluster, reason: Reason) -> 
     return Decision(claim.name, claim.node, "", reason)
 
 
-def _fewest(candidates: Iterable[str], load: Mapping[str, int], cursor: str) -> str:
-    """The least-loaded candidate; among equals the first name after ``cursor`` (wrapping)."""
-    ranked = sorted(candidates)
-    least = min(load.get(n, 0) for n in ranked)
-    ties = [n for n in ranked if load.get(n, 0) == least]
-    return next((n for n in ties if n > cursor), ties[0])
+class _CandidatesMemo:
+    """`candidates_for` within one plan: a claim without Local Services gets its pool's
+    set, computed once per pool (the same frozenset each time, so it keys `SpreadChoice`)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.by_pool: dict[str | None, frozenset[str]] = {}
+
+    def __call__(self, claim: ClaimPlacement) -> frozenset[str]:
+        if claim.local is not None:
+            return candidates_for(claim, self.cluster)
+        found = self.by_pool.get(claim.pool)
+        if found is None:
+            found = self.by_pool[claim.pool] = frozenset(candidates_for(claim, self.cluster))
+        return found
 
 
 def _most(candidates: Iterable[str], load: Mapping[str, int]) -> str:
