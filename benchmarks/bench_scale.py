@@ -77,8 +77,6 @@ import logging
 import os
 import random
 import secrets
-import shlex
-import statistics
 import sys
 import tempfile
 import time
@@ -100,6 +98,15 @@ from bench_api_load import (
     self_cpu,
 )
 from figures import machine, run_cell
+from scale_fleet import (
+    Worker,
+    allocator_child,
+    children,
+    node_owners,
+    seed_services,
+    start_workers,
+    worker_blocks,
+)
 from scale_phases import (
     PassTimes,
     allocator_restart,
@@ -110,6 +117,7 @@ from scale_phases import (
     startup,
 )
 from scale_plots import draw
+from scale_report import spy_summary, start_spies, table
 
 GROUP = "eipctl.io"
 POOL_CIDR = "10.200.0.0/16"
@@ -216,250 +224,7 @@ def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def table(results: list[dict[str, Any]]) -> list[str]:
-    cols = [
-        ("nodes", "{nodes}"),
-        ("Services", "{services}"),
-        ("sched CPU% (leader/other)", "{sched_cpu}"),
-        ("sched RSS MB", "{sched_rss}"),
-        ("alloc CPU%", "{alloc_cpu:.1f}"),
-        ("alloc RSS MB", "{alloc_rss:.0f}"),
-        ("emu CPU%", "{emu_cpu:.0f}"),
-        ("emu req/s", "{emu_requests:.0f}"),
-        ("nodes CPU%", "{workers}: {workers_cpu:.0f}"),
-        ("writes/node/s", "{writes_per_node:.3f}"),
-        ("node req/node/s", "{node_requests_per_node:.3f}"),
-        ("sched ev/s", "{sched_events:.1f}"),
-        ("UDP/node/s", "{udp_per_node:.1f}"),
-        ("false deaths", "{false_deaths}"),
-        ("moved", "{moves}"),
-        ("failover p50/max s", "{failover}"),
-        ("all Bound after s", "{bound_after:.1f}"),
-        ("load", "{load}"),
-    ]
-    rows = [[name for name, _ in cols]]
-    for r in results:
-        shown = dict(r)
-        shown["sched_cpu"] = "/".join(f"{x:.1f}" for x in r["sched_cpus"])
-        shown["sched_rss"] = "/".join(f"{x:.0f}" for x in r["sched_rsss"])
-        bound = [f["bound"] for f in r["failovers"] if f["bound"] is not None]
-        shown["failover"] = (
-            f"{statistics.median(bound):.2f}/{max(bound):.2f}" if bound else "-"
-        ) + ("" if len(bound) == len(r["failovers"]) else f" ({len(bound)}/{len(r['failovers'])})")
-        rows.append([fmt.format(**shown) for _, fmt in cols])
-        if r.get("unsteady"):
-            rows[-1][0] += "!"
-    widths = [max(len(row[i]) for row in rows) for i in range(len(cols))]
-    out = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    if any(r.get("unsteady") for r in results):
-        out.append("!: no steady state before the window (see the run's lines)")
-    for r in results:
-        out.append(f"{r['nodes']} nodes x {r['services']} Services (window {r['window']:.0f}s):")
-        out.append("  emulator requests/s by verb: " + _by(r["requests_per_s"], "{:.1f}"))
-        out.append("  nodes' requests per node per s: " + _by(r["node_requests"], "{:.3f}"))
-        if r.get("real_node"):
-            out.append(
-                "  the real node (NodeController) per s: "
-                + _by(r["real_requests"], "{:.3f}")
-                + f"; UDP {r['real_udp']:.1f}"
-            )
-        out.append("  writes/s by kind: " + _by(r["writes_by_kind"], "{:.2f}"))
-        out.append(
-            f"  claims all created after {r['created_after']:.1f}s, all Bound after "
-            f"{r['bound_after']:.1f}s (from the children's start); nodes registered in "
-            f"{r['registered_s']:.1f}s; emulator loop lag p99/max "
-            f"{r['lag_p99_ms']:.0f}/{r['lag_max_ms']:.0f} ms; vouched nodes {r['vouched']}"
-        )
-        out.append(
-            "  leadership terms begun (from start to the end of the failovers): "
-            + _by(r["term_starts"], "{}")
-            + (f"; child flags {r['child_flags']!r}" if r["child_flags"] else "")
-        )
-        for f in r["failovers"]:
-            out.append(
-                f"  failover {f['from']} ({f['claim']}): placed {_s(f['placed'])}, "
-                f"Bound on {f['to']} {_s(f['bound'])}"
-            )
-        out += phase_lines(r)
-    return out
-
-
-def phase_lines(r: dict[str, Any]) -> list[str]:
-    """The cell's figures from scale_phases: passes, collector, start-up, the two events."""
-    out = [f"  placement passes at the leader in the window: {r['passes']}"]
-    gc_max = r["gc_max"]
-    out.append(
-        f"  longest collector pause so far <= {gc_max['scheduler'] * 1000:.0f} ms (scheduler "
-        f"leader), <= {gc_max['allocator'] * 1000:.0f} ms (allocator)"
-    )
-    for name, t in r["startup"].items():
-        caught = "(did not lead)" if t["caught_up"] is None else _s(t["caught_up"])
-        out.append(
-            f"  {name}: start -> caches synced {_s(t['synced'])}, -> first term caught up {caught}"
-        )
-    a = r["allocator_restart"]
-    out.append(
-        f"  allocator restarted: caches synced {_s(a['synced'])}, every Service checked "
-        f"{_s(a['caught_up'])}, Service and IpClaim writes in {a['within']:.0f}s: {a['writes']}"
-    )
-    b = r["leader_with_node"]
-    out.append(
-        f"  leader and node killed: {b['skipped']}"
-        if "skipped" in b
-        else f"  leader {b['leader']} and {b['node']} killed together: its {b['claims']} "
-        f"claims all Bound elsewhere after {_s(b['all_bound'])}"
-    )
-    return out
-
-
-def _by(d: dict[str, float], fmt: str) -> str:
-    return ", ".join(f"{k} {fmt.format(v)}" for k, v in d.items() if v) or "-"
-
-
-def _s(seconds: float | None) -> str:
-    return "never" if seconds is None else f"{seconds:.3f}s"
-
-
 # -- a child: one cell, measured ---------------------------------------------------------------
-class Worker:
-    """One `scale_worker` process: JSON-line requests and answers."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.registered = asyncio.get_running_loop().create_future()
-        self._ids = itertools.count()
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while line := await self.proc.stdout.readline():
-            msg = json.loads(line)
-            if msg.get("event") == "registered" and not self.registered.done():
-                self.registered.set_result(msg["nodes"])
-            elif (fut := self._waiting.pop(msg.get("id", -1), None)) is not None:
-                if msg.get("ok"):
-                    fut.set_result(msg.get("result"))
-                else:
-                    fut.set_exception(RuntimeError(msg.get("error")))
-        for fut in [self.registered, *self._waiting.values()]:
-            if not fut.done():
-                fut.set_exception(RuntimeError(f"worker {self.proc.pid} exited"))
-
-    async def ask(self, op: str, **kw: Any) -> Any:
-        assert self.proc.stdin is not None
-        rid = next(self._ids)
-        fut = asyncio.get_running_loop().create_future()
-        self._waiting[rid] = fut
-        self.proc.stdin.write((json.dumps({"id": rid, "op": op, **kw}) + "\n").encode())
-        await self.proc.stdin.drain()
-        async with asyncio.timeout(20):
-            return await fut
-
-    async def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(10):
-                await self.ask("stop")
-                await self.proc.wait()
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-            await self.proc.wait()
-        self._reader.cancel()
-
-
-def worker_blocks(n: int, count: int, real: bool) -> list[tuple[int, int, bool]]:
-    """(first, size, real) of each worker: `count` of simulated nodes, and with `real` the
-    last node alone in one more."""
-    from eipctl.sandbox.scale_worker import blocks
-
-    made = [(first, size, False) for first, size in blocks(n - real, count)] if n > real else []
-    return [*made, (n, 1, True)] if real else made
-
-
-async def start_workers(
-    n: int, count: int, *, kubeconfig: Path, key_file: Path, tmp: Path, real: bool
-) -> list[Worker]:
-    workers = []
-    for k, (first, size, is_real) in enumerate(worker_blocks(n, count, real)):
-        spec = {
-            "kubeconfig": str(kubeconfig),
-            "key_file": str(key_file),
-            "first": first,
-            "count": size,
-            "real": is_real,
-            "log": str(tmp / f"worker-{k}.log"),
-        }
-        proc = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "eipctl.sandbox.scale_worker", str(os.getpid())),
-            json.dumps(spec),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        workers.append(Worker(proc))
-    return workers
-
-
-def children(
-    kubeconfig: Path, key_file: Path, tmp: Path, replicas: int, extra: str
-) -> tuple[Any, dict[str, int]]:
-    """The allocator and the scheduler replicas (not started), and the port each serves its
-    /metrics on (loopback)."""
-    from eipctl.sandbox.children import Children
-
-    ports = {"allocator": free_port()}
-    made = [allocator_child(kubeconfig, tmp / "alloc.log", ports["allocator"], extra)]
-    for r in range(1, replicas + 1):
-        name = f"scheduler-{r}"
-        ports[name] = free_port()
-        made.append(_child(name, "scheduler", kubeconfig, tmp, ports[name], extra, key_file))
-    return Children(made), ports
-
-
-def allocator_child(kubeconfig: Path, log: Path, port: int, extra: str) -> Any:
-    return _child("allocator", "allocator", kubeconfig, log.parent, port, extra, log=log)
-
-
-def _child(
-    name: str,
-    command: str,
-    kubeconfig: Path,
-    tmp: Path,
-    port: int,
-    extra: str,
-    key_file: Path | None = None,
-    log: Path | None = None,
-) -> Any:
-    from eipctl.sandbox.children import Child, component_argv
-
-    argv = component_argv(command, kubeconfig, "info", liveness_key_file=key_file)
-    argv[argv.index("--metrics-bind-address") + 1] = f"127.0.0.1:{port}"
-    if command == "scheduler":
-        argv[argv.index("--identity") + 1] = f"sandbox-{name}"
-    return Child(name, [*argv, *shlex.split(extra)], log or tmp / f"{name}.log")
-
-
-def seed_services(server: Any, count: int) -> None:
-    """`count` demo Services (``external-ip: auto``), each with a distinct cluster IP of its
-    own, and kubemu's walk of every other Service on each Service write turned off.
-
-    kubemu defaults a Service by collecting every other Service's cluster IPs and node ports
-    (`strategies._other_service_specs`), on every create and update: O(S) per Service write,
-    O(S^2) to create S of them (10,000 took minutes), where a real API server's allocators
-    are bitmaps. With explicit, distinct cluster IPs and no node ports the walk finds
-    nothing to avoid, so this process (the emulator) skips it: its CPU is then the cost of
-    eipctl's requests, not of an emulator shortcut."""
-    import kubemu.strategies
-    from eipctl.sandbox.boot import DEMO_NAMESPACE, demo_service
-
-    kubemu.strategies._other_service_specs = lambda _store, _obj: []  # type: ignore[attr-defined]
-    for i in range(1, count + 1):
-        svc = demo_service(i)
-        svc["spec"]["clusterIP"] = f"10.{96 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}"
-        server.store.create("", "services", svc, DEMO_NAMESPACE)
-
-
 def one(n: int, s: int, args: argparse.Namespace, window: float) -> int:
     from eipctl.sandbox.limits import raise_file_limit
 
@@ -675,58 +440,6 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
     }
 
 
-async def start_spies(
-    pids: list[int], window: float, tmp: Path
-) -> list[tuple[asyncio.subprocess.Process, Path]]:
-    """py-spy sampling each pid (100 Hz, without stopping it) for `window` seconds."""
-    spy = Path(sys.executable).with_name("py-spy")
-    out = []
-    for k, pid in enumerate(pids, start=1):
-        path = tmp / f"scheduler-{k}.folded"
-        proc = await asyncio.create_subprocess_exec(
-            *(str(spy), "record", "--nonblocking", "--format", "raw", "-r", "100"),
-            *("-d", str(int(window)), "-p", str(pid), "-o", str(path)),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        out.append((proc, path))
-    return out
-
-
-def _frame(frame: str) -> str:
-    """``func (path/file.py:123)`` -> ``func (file.py)``: one key per function."""
-    func, _, where = frame.partition(" (")
-    return f"{func} ({where.rsplit('/', 1)[-1].split(':')[0]})"
-
-
-def spy_summary(path: Path, name: str, top: int = 15) -> list[str]:
-    """The functions a py-spy raw (folded) profile spends its samples in: own and within."""
-    own: dict[str, int] = {}
-    within: dict[str, int] = {}
-    total = 0
-    if not path.exists():
-        return [f"  {name}: no py-spy profile"]
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n, frames = int(count), stack.split(";")
-        total += n
-        leaf = _frame(frames[-1])
-        own[leaf] = own.get(leaf, 0) + n
-        for key in {_frame(f) for f in frames if "eipctl" in f}:
-            within[key] = within.get(key, 0) + n
-    if not total:
-        return [f"  {name}: empty py-spy profile"]
-    lines = [f"  {name}: py-spy, {total} samples; own time:"]
-    for key, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
-        lines.append(f"    {100 * n / total:5.1f}%  {key}")
-    lines.append(f"  {name}: within eipctl functions (inclusive):")
-    for key, n in sorted(within.items(), key=lambda kv: -kv[1])[:top]:
-        lines.append(f"    {100 * n / total:5.1f}%  {key}")
-    return lines
-
-
 def term_starts(tmp: Path, replicas: int) -> dict[str, int]:
     """How many leadership terms each child began (1 each when nothing went wrong): a term
     lost under load shows as more."""
@@ -743,16 +456,6 @@ def _leader(store: Any) -> str:
         if "scheduler" in holder:
             return holder
     return ""
-
-
-def node_owners(workers: list[Worker], count: int, n: int, real_node: bool) -> dict[str, Worker]:
-    """Each simulated node's worker (the real node is there to be compared, not killed)."""
-    owner = {}
-    for k, (first, size, real) in enumerate(worker_blocks(n, count, real_node)):
-        for i in range(first, first + size):
-            if not real:
-                owner[f"node-{i}"] = workers[k]
-    return owner
 
 
 def _allocator_writes(before: Tally, after: Tally) -> int:
