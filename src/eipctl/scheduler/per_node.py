@@ -61,8 +61,10 @@ def per_node_changes(
             body = per_node_claim(claim, node)
             if body is not None:
                 desired[body["metadata"]["name"]] = body
-    waiting = {name_of(claim): pool_of(claim) or None for claim in unplaced}
     create = tuple(body for name, body in sorted(desired.items()) if name not in existing)
+    if not existing:  # no copies to keep or delete (the common case: no pool of policy all)
+        return PerNodeChanges(create, (), ())
+    waiting = {name_of(claim): pool_of(claim) or None for claim in unplaced}
     delete: list[Obj] = []
     kept: list[Obj] = []
     for name, obj in sorted(existing.items()):

@@ -79,3 +79,18 @@ def test_a_claim_with_no_local_service_goes_anywhere_without_its_ip_being_parsed
     assert traffic.of(claim("203.0.113.1", "web")) is None
     assert traffic.of(claim("203.0.113.1", "unknown")) is None
     assert traffic.of(claim("203.0.113.1")) is None
+
+
+def test_a_services_policy_is_read_again_only_when_its_version_changes() -> None:
+    services = Services(web="Cluster")
+    web = services._by_key["default/web"]
+    web["metadata"] = {"resourceVersion": "1"}
+    traffic = LocalTraffic(services, SLICES)
+    assert traffic.of(claim("203.0.113.1", "web")) is None
+    web["spec"]["externalTrafficPolicy"] = "Local"  # changed in place, same version: not seen
+    assert traffic.of(claim("203.0.113.1", "web")) is None
+    web["metadata"]["resourceVersion"] = "2"  # as the API writes it: read again
+    assert traffic.of(claim("203.0.113.1", "web")) == EndpointNodes(frozenset({"node-1", "node-2"}))
+    del web["metadata"]  # no version (not from the API): read every time
+    web["spec"]["externalTrafficPolicy"] = "Cluster"
+    assert traffic.of(claim("203.0.113.1", "web")) is None
