@@ -165,6 +165,13 @@ def main() -> int:
         help="extra flags for the allocator and every scheduler replica (default: none, their "
         "defaults), e.g. '--renew-deadline 4s --lease-duration 5s'",
     )
+    parser.add_argument(
+        "--steady-wait",
+        type=float,
+        default=0.0,
+        help="seconds to wait for every claim Bound and every node Live before measuring "
+        "anyway (0: 120 + 0.05 per Service + 0.1 per node)",
+    )
     parser.add_argument("--json", help="write every cell's figures to this file")
     parser.add_argument(
         "--plots",
@@ -197,6 +204,7 @@ def main() -> int:
         argv = [sys.executable, __file__, "--one", f"{n},{s}", "--window", str(window)]
         argv += ["--settle", str(args.settle), "--workers", str(args.workers)]
         argv += ["--replicas", str(args.replicas), "--failovers", str(args.failovers)]
+        argv += ["--steady-wait", str(args.steady_wait)]
         argv += ["--keep"] if args.keep else []
         argv += ["--real-node"] if args.real_node else []
         argv += ["--py-spy"] if args.py_spy else []
@@ -310,7 +318,8 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
             live = sum(1 for x in store.scan(GROUP, "ipnodes") if _live(x))
             return bound >= s and live >= n, f"{bound}/{s} Bound, {live}/{n} Live"
 
-        _, unsteady = await _wait("steady state", 120 + 0.05 * s + 0.1 * n, steady)
+        patience = args.steady_wait or 120 + 0.05 * s + 0.1 * n
+        _, unsteady = await _wait("steady state", patience, steady)
         bound_after = time.monotonic() - t1
         print(
             f"  claims created after {created_after:.1f}s, "

@@ -166,6 +166,8 @@ class Placer:
         """Completed passes (tests and debugging)."""
         self.pass_seconds = 0.0
         """How long the last pass took (on ``clock``): `pacing.pace_after`."""
+        self.pass_ended = 0.0
+        """When (on ``clock``) the last pass ended: `pacing.rest_after`."""
         self._pool_views = PoolViews()
         self._facts = facts if facts is not None else ClaimFactsMemo()
         """Each claim read once per version (`claim_facts`); the process's, so a new term's
@@ -265,7 +267,8 @@ class Placer:
             if name not in decided and name not in self.writes.pending and not fact.consistent:
                 self.writes.start(name, None, self._repair(obj))
         self.copies.sync(objs, [f.view for f in facts], per_node, cluster, policies)
-        self.pass_seconds = self.clock() - started
+        self.pass_ended = self.clock()
+        self.pass_seconds = self.pass_ended - started
         PLACEMENT_PASS_SECONDS.observe(self.pass_seconds)
         self.passes += 1
         return DONE

@@ -50,7 +50,7 @@ from eipctl.scheduler.node_conditions import NodeConditions
 from eipctl.scheduler.node_eligibility import NodeEligibility
 from eipctl.scheduler.node_keys import NodeKeyCache
 from eipctl.scheduler.node_watch import NodeWatch
-from eipctl.scheduler.pacing import pace_after
+from eipctl.scheduler.pacing import pace_after, rest_after
 from eipctl.scheduler.placing import Placer
 from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
 from eipctl.scheduler.service_events import ServiceEvents
@@ -237,6 +237,9 @@ class Scheduler:
         async def handle(key: SchedulerKey) -> Result:
             match key:
                 case Pass.PLACE:
+                    rest = rest_after(placer.pass_seconds, self.now() - placer.pass_ended)
+                    if rest > 0:  # half the loop at most (`pacing`)
+                        return requeue_after(rest)
                     await conditions.sync()  # Live before moves: see node_conditions
                     result = await placer.reconcile()
                     eligibility.sync(placer.excluded)

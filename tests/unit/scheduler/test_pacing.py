@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eipctl.scheduler.pacing import PACE_FACTOR, PACE_FLOOR, PACE_MAX, pace_after
+from eipctl.scheduler.pacing import PACE_FACTOR, PACE_FLOOR, PACE_MAX, pace_after, rest_after
 
 
 def test_a_small_clusters_passes_are_not_paced() -> None:
@@ -24,3 +24,19 @@ def test_the_pace_is_bounded_and_keeps_a_pass_to_a_third_of_the_loop(seconds: fl
     assert 0.0 <= pace <= PACE_MAX
     if seconds >= PACE_FLOOR and PACE_FACTOR * seconds <= PACE_MAX:
         assert seconds / (seconds + pace) <= 1 / 3 + 1e-9
+
+
+def test_every_pass_rests_as_long_as_the_last_one_took() -> None:
+    assert rest_after(0.001, 0.0) == 0.0  # a small cluster's pass: no rest
+    assert rest_after(0.1, 0.0) == 0.1  # just ended: a whole pass's length
+    assert abs(rest_after(0.1, 0.04) - 0.06) < 1e-9
+    assert rest_after(0.1, 0.2) == 0.0  # rested already
+    assert rest_after(3.0, 0.0) == PACE_MAX  # never more than the pace's cap
+
+
+@given(st.floats(min_value=0.0, max_value=10.0), st.floats(min_value=0.0, max_value=10.0))
+def test_a_rest_never_lets_passes_take_more_than_half_the_loop(took: float, since: float) -> None:
+    rest = rest_after(took, since)
+    assert 0.0 <= rest <= PACE_MAX
+    if took >= PACE_FLOOR and took <= PACE_MAX:
+        assert since + rest >= took - 1e-9  # the gap before the next pass is a pass's length
