@@ -7,8 +7,10 @@ collection. Such a collection holds the event loop for ~0.1 s per 20,000 objects
 liveness replies late (false deaths) or to pass the Lease's renew deadline. The objects the
 first list brought live as long as the process or until a watch event replaces them (then
 reference counting frees them, frozen or not; JSON has no cycles), so `settle` takes them out
-of the collector's sight once (`gc.freeze`, as the sandbox does with its simulated nodes)
-and makes young collections rarer. `observe_pauses` times every collection
+of the collector's sight (`gc.freeze`, as the sandbox does with its simulated nodes) and
+makes young collections rarer; the manager settles again whenever the caches have grown by
+half (`SettleWhenGrown`: the 10,000 claims a fresh cluster's allocator creates after start-up
+made full collections of 0.1-0.5 s again). `observe_pauses` times every collection
 (``eipctl_gc_pause_seconds``), so a stall has a figure.
 """
 
@@ -30,7 +32,29 @@ THRESHOLDS: Final = (10_000, 20, 100)
 LONG_PAUSE: Final = 0.05
 """A collection longer than this is logged: the liveness path's budget is 100 ms a round."""
 
+GROWTH = 1.5
+"""Settle again once the caches hold this many times the objects they held when last
+settled (claims created after start-up are walked by every full collection until then)."""
+GROWTH_MIN = 1000
+"""...and at least this many more objects."""
+RECHECK = 30.0
+"""Seconds between two looks at the caches' size (`Manager`'s heap runnable)."""
+
 _started: list[float] = []
+
+
+class SettleWhenGrown:
+    """When to settle the heap again: the caches grew by `GROWTH` since the last time."""
+
+    def __init__(self, settled_at: int) -> None:
+        self.settled_at = settled_at
+
+    def due(self, objects: int) -> bool:
+        """True (and remembers ``objects``) when the caches have grown enough."""
+        if objects < max(self.settled_at * GROWTH, self.settled_at + GROWTH_MIN):
+            return False
+        self.settled_at = objects
+        return True
 
 
 def settle() -> None:

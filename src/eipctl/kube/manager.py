@@ -287,11 +287,20 @@ class Manager(Generic[K]):
         )
         if self._settle_heap:
             heap.settle()  # the caches out of the collector's way
+            self._running.append(asyncio.create_task(self._resettle(), name="heap-settle"))
         if self.election is None:
             await self.lead()
             return
         self.elector = LeaderElector(self.lease_api, self.election)
         await self.elector.run(self.lead)
+
+    async def _resettle(self) -> None:
+        """Settle the heap again whenever the caches have grown by half (`kube.heap`)."""
+        grown = heap.SettleWhenGrown(sum(len(i) for i in self.informers))
+        while True:
+            await asyncio.sleep(heap.RECHECK)
+            if grown.due(sum(len(i) for i in self.informers)):
+                heap.settle()
 
     async def lead(self) -> None:
         """One term: act until cancelled (the Lease is lost, or stop) or a runnable fails."""

@@ -50,3 +50,14 @@ def test_every_collection_is_timed_once_observed() -> None:
     before = _pauses(2)
     gc.collect()
     assert _pauses(2) == before + 1
+
+
+def test_the_heap_is_settled_again_once_the_caches_have_grown_by_half() -> None:
+    grown = heap.SettleWhenGrown(10_000)
+    assert not grown.due(14_999)
+    assert grown.due(15_000)  # 10,000 Services, then their 5,000 claims made
+    assert not grown.due(20_000)  # counted from the last settle: 15,000
+    assert grown.due(22_500)
+    small = heap.SettleWhenGrown(10)
+    assert not small.due(500)  # a small cluster: not for a few hundred objects
+    assert small.due(1_010)
