@@ -21,6 +21,7 @@ import structlog
 
 from eipctl.core.fields import Obj
 from eipctl.kube.errors import ApiError, Gone, KubeConfigError, TransportError, error_for
+from eipctl.kube.session import without_environment
 
 log = structlog.get_logger(__name__)
 
@@ -344,6 +345,7 @@ async def connect(kubeconfig: str | None = None, *, request_timeout: float = 30.
             api_client = await config.new_client_from_config()
     except (ConfigException, OSError, ValueError) as exc:
         raise KubeConfigError(f"cannot use {source} to reach the API: {exc}") from exc
+    without_environment(api_client)
     log.info("kube.connected", source=source, host=api_client.configuration.host)
     return KubeApi(api_client, owns_client=True, request_timeout=request_timeout)
 
