@@ -253,15 +253,20 @@ def instrument(box: Any, tally: Tally) -> None:
     resource_handler = handlers.resource
 
     async def counted(request: Any) -> Any:
-        verb = request.method
-        if verb == "GET" and request.query.get("watch") in ("true", "1"):
-            verb = "WATCH"
-        elif verb == "GET" and not _named(request.path):
-            verb = "LIST"
-        tally.requests[verb] += 1
+        tally.requests[verb_of(request)] += 1
         return await resource_handler(request)
 
     handlers.resource = counted
+
+
+def verb_of(request: Any) -> str:
+    """A request's verb as the API server names it: WATCH, LIST, GET, PATCH, PUT, POST..."""
+    verb = str(request.method)
+    if verb == "GET" and request.query.get("watch") in ("true", "1"):
+        return "WATCH"
+    if verb == "GET" and not _named(request.path):
+        return "LIST"
+    return verb
 
 
 def _named(path: str) -> bool:

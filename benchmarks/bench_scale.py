@@ -22,12 +22,16 @@ vouch for it, and its guard when probes stop),
 fed by the real `Vouching`; claim status Bound and the IpNode's status.addresses written by
 the real `StatusReporter` once a claim names the node. What it does not do: links, netlink,
 announcements and duplicate-address probes (the address counts as added at once); fencing
-(no `FenceWatch`); node keys and peer keys (the schedulers probe under the cluster key);
-the peer list (a real node lists every IpNode after registering, a few times while the
-cluster boots and every 10 minutes); Events. One watch of every
+(no `FenceWatch`); node keys and peer keys (the schedulers probe under the cluster key; a
+controller POSTs its node key Secret once, and greets its peers over UDP once); the peer
+list (a real node lists every IpNode after registering, a few times while the cluster boots
+and every 10 minutes); the watch of IpClaimPools (`PoolCache`); Events. One watch of every
 IpClaim per worker process replaces one label-selected watch per node (a real cluster
-serves N watches; the emulator here serves --workers). The nodes of a worker share one
-loop and one API client, which counts their requests by verb (shown per node per second).
+serves N watches; the emulator here serves --workers). In steady state none of these makes
+a request: over a 60 s window a real controller makes what a simulated node makes (GET 0.067,
+PATCH 0.100, UDP 40 a second at 2 replicas; --netns-node, docs/benchmarks.md). The nodes
+of a worker share one loop and one API client, which counts their requests by verb (shown
+per node per second).
 
 Once every Service's claim is Bound and every IpNode Live, after --settle seconds, it
 measures over --window seconds: each process's CPU (% of one core) and RSS (the scheduler
@@ -47,6 +51,16 @@ client: its requests by verb and its datagrams per second are shown beside the s
 nodes' average, the check that a simulated node makes what a controller makes (a sandbox
 node, not an ``eipctl controller`` process on the netns bed: no netlink, no real ARP).
 
+With --netns-node (root) the last node is a real ``eipctl controller`` process instead, on
+the netns bed (`scale_netns_node`: the sandbox's `NetnsFleet`, a namespace on the bed's
+switch, the controller started by the CLI with deploy/'s node flags, its API through the
+bed's relay, real netlink on eth0 and real ARP there; the pool is then 203.0.113.0/24).
+The schedulers reach its responder through a UDP relay on its 127.1.x.y address (they run
+in the host namespace, which gets no route to the bed). Its requests are counted by the
+emulator (its kubeconfig's own token), by verb and resource, and its UDP both by the relay
+and by its namespace's /proc/net/snmp; both are shown beside a simulated node's average with
+the relative difference, and its requests since its start beside a simulated node's.
+
 --py-spy samples each scheduler replica during the window (py-spy record --nonblocking,
 100 Hz; it must be installed beside this Python) and prints the functions its time goes to.
 
@@ -62,7 +76,7 @@ Figures only; nothing is asserted.
 
 Run: python benchmarks/bench_scale.py [--nodes 10,100,1000] [--services 10,1000,10000]
         [--window 30] [--settle 5] [--workers N] [--replicas 2] [--failovers 3] [--keep]
-        [--real-node] [--py-spy] [--json FILE] [--plots DIR]
+        [--real-node | --netns-node] [--py-spy] [--json FILE] [--plots DIR]
         python benchmarks/bench_scale.py --plot-from FILE --plots DIR
 """
 
@@ -80,6 +94,7 @@ import secrets
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -97,6 +112,7 @@ from bench_api_load import (
     rss_mb,
     self_cpu,
 )
+from eipctl.sandbox.testbed.processes import install_signal_handlers
 from figures import machine, run_cell
 from scale_fleet import (
     Worker,
@@ -107,6 +123,10 @@ from scale_fleet import (
     start_workers,
     worker_blocks,
 )
+from scale_netns_node import MAX_SERVICES, NetnsController
+from scale_netns_node import POOL_CIDR as NETNS_POOL
+from scale_netns_node import figures as netns_figures
+from scale_netns_node import reap as reap_netns
 from scale_phases import (
     PassTimes,
     allocator_restart,
@@ -154,6 +174,12 @@ def main() -> int:
         "own, its requests and replies shown beside the simulated nodes'",
     )
     parser.add_argument(
+        "--netns-node",
+        action="store_true",
+        help="the last node a real `eipctl controller` process on the netns bed (root; the "
+        "pool then 203.0.113.0/24), its requests and UDP shown beside the simulated nodes'",
+    )
+    parser.add_argument(
         "--py-spy",
         action="store_true",
         help="sample each scheduler replica with py-spy (--nonblocking) during the window and "
@@ -182,6 +208,8 @@ def main() -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: "N,S", JSON out
     args = parser.parse_args()
     window = max(MIN_WINDOW, args.window)
+    if args.netns_node:  # SIGTERM too cleans up the namespaces (finally blocks run)
+        install_signal_handlers()
     if args.plot_from:
         results = json.loads(Path(args.plot_from).read_text())
         for path in draw(results, Path(args.plots or ".")):
@@ -190,6 +218,8 @@ def main() -> int:
     if args.one:
         n, s = (int(x) for x in args.one.split(","))
         return one(n, s, args, window)
+    if args.netns_node and (args.real_node or max(_ints(args.services)) > MAX_SERVICES):
+        parser.error(f"--netns-node: without --real-node, at most {MAX_SERVICES} Services")
     print(f"machine: {machine()}", flush=True)
     print(
         f"window {window:g}s after {args.settle:g}s of steady state; {args.replicas} scheduler "
@@ -199,19 +229,11 @@ def main() -> int:
     )
     results = []
     grid = itertools.product(_ints(args.nodes), _ints(args.services))
-    for n, s in grid:
-        print(f"\n--- {n} nodes, {s} Services (load {_load()})", flush=True)
-        argv = [sys.executable, __file__, "--one", f"{n},{s}", "--window", str(window)]
-        argv += ["--settle", str(args.settle), "--workers", str(args.workers)]
-        argv += ["--replicas", str(args.replicas), "--failovers", str(args.failovers)]
-        argv += ["--steady-wait", str(args.steady_wait)]
-        argv += ["--keep"] if args.keep else []
-        argv += ["--real-node"] if args.real_node else []
-        argv += ["--py-spy"] if args.py_spy else []
-        argv += [f"--child-flags={args.child_flags}"] if args.child_flags else []
-        result = run_cell(argv, f"{n} nodes x {s} Services")
-        if result is not None:
-            results.append(result)
+    try:
+        results = _grid(args, window, grid)
+    finally:
+        if args.netns_node:  # a cell killed before its own cleanup leaves its namespaces
+            reap_netns()
     print()
     for line in table(results):
         print(line)
@@ -221,6 +243,25 @@ def main() -> int:
         for path in draw(results, Path(args.plots)):
             print(f"plot: {path}")
     return 0
+
+
+def _grid(args: argparse.Namespace, window: float, grid: Any) -> list[dict[str, Any]]:
+    results = []
+    for n, s in grid:
+        print(f"\n--- {n} nodes, {s} Services (load {_load()})", flush=True)
+        argv = [sys.executable, __file__, "--one", f"{n},{s}", "--window", str(window)]
+        argv += ["--settle", str(args.settle), "--workers", str(args.workers)]
+        argv += ["--replicas", str(args.replicas), "--failovers", str(args.failovers)]
+        argv += ["--steady-wait", str(args.steady_wait)]
+        argv += ["--keep"] if args.keep else []
+        argv += ["--real-node"] if args.real_node else []
+        argv += ["--netns-node"] if args.netns_node else []
+        argv += ["--py-spy"] if args.py_spy else []
+        argv += [f"--child-flags={args.child_flags}"] if args.child_flags else []
+        result = run_cell(argv, f"{n} nodes x {s} Services")
+        if result is not None:
+            results.append(result)
+    return results
 
 
 def _ints(text: str) -> list[int]:
@@ -286,19 +327,31 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
     write_key(key_file, secrets.token_urlsafe(32))
     count = args.workers or max(1, min(os.cpu_count() or 1, -(-n // 500)))
     workers: list[Worker] = []
+    sim = n - args.netns_node  # the nodes in workers: all but a netns node
+    netns: NetnsController | None = None
     kids, ports = children(kubeconfig, key_file, tmp, args.replicas, args.child_flags)
     started = False
     await server.start(host="127.0.0.1", port=0)
     try:
-        seed(server, pool_cidr=POOL_CIDR, nodes=node_names(n), services=0)
+        seed(
+            server,
+            pool_cidr=NETNS_POOL if args.netns_node else POOL_CIDR,
+            nodes=node_names(n),
+            services=0,
+        )
         seed_services(server, s)
         server.write_kubeconfig(kubeconfig)
         t0 = time.monotonic()
         workers = await start_workers(
-            n, count, kubeconfig=kubeconfig, key_file=key_file, tmp=tmp, real=args.real_node
+            sim, count, kubeconfig=kubeconfig, key_file=key_file, tmp=tmp, real=args.real_node
         )
         async with asyncio.timeout(60 + 0.2 * n):
             await asyncio.gather(*(w.registered for w in workers))
+        if args.netns_node:  # after server.start(): the bed's relay needs the emulator's port
+            netns = NetnsController(server, f"node-{n}", n, key_file, tmp)
+            await netns.start()
+            _, note = await _wait("the netns node", 60, lambda: (bool(netns.registered()), ""))
+            print(f"  {netns.name}: a real controller on the netns bed {note}", flush=True)
         registered_s = time.monotonic() - t0
         print(f"  {n} nodes registered in {registered_s:.1f}s ({count} workers)", flush=True)
         kids_started_at = time.time()
@@ -334,6 +387,7 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         procs = [*scheds, alloc]
         wpids = [w.proc.pid for w in workers]
         samples0 = await asyncio.gather(*(w.ask("samples") for w in workers))
+        netns0 = netns.sample() if netns else {}
         before = tally.copy()
         cpu0 = [cpu_seconds(p) for p in procs], self_cpu(), sum(cpu_seconds(p) for p in wpids)
         lag = LagMeter()
@@ -352,6 +406,7 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         lag_p99, lag_max = await lag.stop()
         after = tally.copy()
         samples1 = await asyncio.gather(*(w.ask("samples") for w in workers))
+        netns1 = netns.sample() if netns else {}
         rss = [rss_mb(p) for p in procs]
         leader = _leader(store)
         print(f"  window {elapsed:.1f}s done (load {load0} -> {_load()})", flush=True)
@@ -361,7 +416,7 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
                     await spy.wait()
             for line in spy_summary(out, f"scheduler-{r}"):
                 print(line, flush=True)
-        owner = node_owners(workers, count, n, args.real_node)
+        owner = node_owners(workers, count, sim, args.real_node)
         fos = await failovers(store, owner, args.failovers)
         boot = startup(tmp, kids_started_at, args.replicas)
         restart = await allocator_restart(
@@ -380,12 +435,14 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         if started:
             await kids.stop(5.0)
         await asyncio.gather(*(w.stop() for w in workers), return_exceptions=True)
+        if netns is not None:
+            await netns.stop()
         await server.stop()
     passes = PassTimes.between(passes0, passes1)
     writes = after.writes - before.writes
     per_s = {k: v / elapsed for k, v in writes.items()}
     rest = sum(per_s.values()) - per_s.get(LEASES, 0.0) - sum(per_s.get(k, 0.0) for k in EVENTS)
-    blocks_ = worker_blocks(n, count, args.real_node)
+    blocks_ = worker_blocks(sim, count, args.real_node)
     node_req: dict[str, float] = {}
     real_req: dict[str, float] = {}
     replies = real_replies = 0.0
@@ -397,7 +454,10 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
             real_replies += b["replies"] - a["replies"]
         else:
             replies += b["replies"] - a["replies"]
-    simulated = n - args.real_node
+    simulated = sim - args.real_node
+    node_total = Counter[str]()  # since their start: requests per simulated node
+    for (_, _, is_real), b in zip(blocks_, samples1, strict=True):
+        node_total.update({} if is_real else b["requests"])
     requests = after.requests - before.requests
     order = sorted(range(args.replicas), key=lambda i: f"sandbox-scheduler-{i + 1}" != leader)
     return {
@@ -424,6 +484,8 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         "real_node": args.real_node,
         "real_requests": dict(sorted(real_req.items())),
         "real_udp": 2 * real_replies / elapsed,
+        "netns": netns_figures(netns0, netns1, elapsed) if netns else None,
+        "node_requests_total": {k: v / simulated for k, v in sorted(node_total.items())},
         "writes_per_node": rest / n,
         "writes_by_kind": {
             "/".join(filter(None, k)): v for k, v in sorted(per_s.items(), key=lambda kv: -kv[1])

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from scale_netns_node import compare_lines
+
 
 def table(results: list[dict[str, Any]]) -> list[str]:
     cols = [
@@ -57,6 +59,8 @@ def table(results: list[dict[str, Any]]) -> list[str]:
                 + _by(r["real_requests"], "{:.3f}")
                 + f"; UDP {r['real_udp']:.1f}"
             )
+        if r.get("netns"):
+            out += compare_lines(r)
         out.append("  writes/s by kind: " + _by(r["writes_by_kind"], "{:.2f}"))
         out.append(
             f"  claims all created after {r['created_after']:.1f}s, all Bound after "

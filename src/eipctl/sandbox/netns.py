@@ -27,6 +27,7 @@ addresses, same MAC).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
@@ -53,9 +54,10 @@ def unavailable() -> str | None:
     return None if reason is None else f"--netns {reason}"
 
 
-def write_node_kubeconfig(server: ApiServer, path: Path) -> None:
-    """The kubeconfig of the processes in namespaces: the API through their relay."""
-    config = server.kubeconfig()
+def write_node_kubeconfig(server: ApiServer, path: Path, token: str | None = None) -> None:
+    """The kubeconfig of the processes in namespaces: the API through their relay (as
+    `token`'s user when given: a benchmark tells one process's requests apart by it)."""
+    config = server.kubeconfig(token=token)
     for cluster in config["clusters"]:
         cluster["cluster"]["server"] = f"http://127.0.0.1:{RELAY_PORT}"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -122,6 +124,7 @@ class NetnsNode:
         argv += ["--health-probe-bind-address", "0", "--log-level", f.log_level]
         argv += ["--liveness-key-file", str(f.liveness_key_file), "--liveness-address", net.ip4]
         argv += ["--liveness-node-key-file", str(f.state_dir / f"{self.name}.node-key")]
+        argv += f.controller_flags  # later on the command line: they win
         self._child = Child(
             f"controller-{self.name}",
             argv,
@@ -164,6 +167,7 @@ class NetnsFleet:
         upstream: tuple[str, int],
         log_level: str,
         liveness_key_file: Path | None = None,
+        controller_flags: Sequence[str] = (),
     ) -> None:
         self.network = Network(0, prefix=PREFIX, client=False, admin_addresses=False)
         self.state_dir = state_dir
@@ -171,6 +175,9 @@ class NetnsFleet:
         self.liveness_key_file = liveness_key_file or state_dir / LIVENESS_KEY
         self.upstream = upstream
         self.log_level = log_level
+        self.controller_flags = list(controller_flags)
+        """More flags for every controller, after the fleet's own (bench_scale.py's netns
+        node answers liveness on a loopback address: ``--liveness-address``)."""
         self.nodes = {n: NetnsNode(self, n, i) for i, n in enumerate(names, start=1)}
         self._control_relay: ApiRelay | None = None
 
