@@ -375,11 +375,12 @@ async def test_an_eipctl_node_still_answering_is_taken_over_at_once(bed: Bed) ->
     )
     controller = bed.start()
     await eventually(controller.ready)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    takeovers = REGISTRY.get_sample_value("eipctl_controller_takeovers_total") or 0.0
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
-    assert loop.time() - started < FAST.fencing.node_timeout  # not judged by heartbeat age
+    # by the take-over rule, on the first probe's answer: not a wait that outlasted node-old
+    # (its copy lives 60 s: eventually's 10 s would fail first), nor a real-clock bound
+    assert REGISTRY.get_sample_value("eipctl_controller_takeovers_total") == takeovers + 1
     assert bed.segment.announcements[-1][1] == bed.backend.mac_of("eth0")
     own_mac = mac_to_str(bed.backend.mac_of("eth0"))
 
@@ -395,14 +396,12 @@ async def test_fences_when_the_api_is_unreachable_and_restores(bed: Bed) -> None
     await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
-    loop = asyncio.get_running_loop()
-    paused = loop.time()
     bed.srv.faults.pause(FAST.fencing.node_timeout * 4)
-    await eventually(lambda: not bed.on_link("203.0.113.7"))
-    fenced_after = loop.time() - paused
+    # fenced within the pause (1.6 s; it needs at most node_timeout + probe_silence, 0.8 s:
+    # the deadline, then one check's timeout), as it can only be while the API is silent;
+    # when exactly is test_reachability.py's virtual-clock test (this bed has real sockets)
+    await eventually(lambda: not bed.on_link("203.0.113.7"), what="fenced during the pause")
     assert controller.fence.fenced
-    # at the deadline the watchdog checks the API once more (bounded by the probe silence)
-    assert fenced_after < FAST.fencing.node_timeout + FAST.liveness.probe_silence + 0.3
     await eventually(lambda: bed.on_link("203.0.113.7"), timeout=10)
     assert not controller.fence.fenced
     for reason, type_ in (("Fenced", "Warning"), ("Restored", "Normal")):
