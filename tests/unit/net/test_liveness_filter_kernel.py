@@ -25,6 +25,8 @@ KEYS = Keyring([b"liveness-kernel-key-0123456789"])
 STRANGER = Keyring([b"liveness-kernel-stranger-0123456"])
 SESSION = bytes(range(8))
 WAIT = 5.0  # generous: conditions are polled, never timed
+STUCK = 0.5
+"""Seconds the loop is held (time.sleep) while a probe waits in the socket's queue."""
 
 
 def counted(name: str, **labels: str) -> float:
@@ -317,9 +319,14 @@ async def test_a_probe_that_waited_in_the_queue_is_as_old_as_it_is(
     loop = asyncio.get_running_loop()
     sent_at = loop.time()
     sender.sendto(probe(1), ("127.0.0.1", responder.port))
-    time.sleep(0.5)  # the loop is stuck: the probe waits in the socket's queue
+    time.sleep(STUCK)  # the loop is stuck: the probe waits in the socket's queue
     read_from = loop.time()
     await eventually(lambda: bool(arrivals), "the probe read")
-    assert sent_at - 0.05 <= arrivals[0] <= sent_at + 0.1
-    assert read_from - arrivals[0] >= 0.4
+    # the conversion of a stamp to the loop's clock is exact in test_liveness_sockets.py (a
+    # virtual clock); here, that the stamp is the kernel's: the arrival is the send, not the
+    # read, STUCK later. Real clocks, so no exact instant: nearer the send than the read
+    # leaves STUCK / 2 for what may lie between (a deferred softirq, a preemption between two
+    # clock reads; 0.13 to 0.18 ms after the send in 3 runs on the shared 2-core machine);
+    # never before the send (10 ms for the wall and monotonic clocks' drift)
+    assert sent_at - 0.01 <= arrivals[0] < (sent_at + read_from) / 2
     assert responder.last_probe_at == arrivals[0]
