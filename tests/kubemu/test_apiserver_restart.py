@@ -177,7 +177,6 @@ def emulator(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Pat
         proc.wait(10)
 
 
-@pytest.mark.timeout(60)
 def test_a_restart_whose_port_is_taken_ends_the_process_with_status_1(
     emulator: tuple[subprocess.Popen[bytes], str, Path],
 ) -> None:
