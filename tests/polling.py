@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 
@@ -29,3 +30,15 @@ async def eventually(
                 await asyncio.sleep(step)
     except TimeoutError:
         raise AssertionError(f"not within {timeout}s: {what or check} (last: {last!r})") from None
+
+
+@contextlib.asynccontextmanager
+async def within(timeout: float, what: str) -> AsyncIterator[None]:
+    """Bound a block (a loop that waits for something) by ``timeout`` seconds; past it the
+    test fails with an AssertionError saying ``what`` did not happen, not a bare
+    TimeoutError."""
+    try:
+        async with asyncio.timeout(timeout):
+            yield
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout}s: {what}") from None

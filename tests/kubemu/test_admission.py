@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import celpy  # noqa: F401  # the emulator checks CEL rules with it: the test extra ships it, no skip
 import pytest
 import pytest_asyncio
 import yaml
@@ -19,8 +20,6 @@ import yaml
 from eipctl.kube.client import IPCLAIMS, IPNODES, KubeApi, connect
 from eipctl.kube.errors import Invalid
 from kubemu import ApiServer
-
-pytest.importorskip("celpy")
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ADM = "admissionregistration.k8s.io"

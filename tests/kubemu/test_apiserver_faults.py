@@ -10,6 +10,7 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from kubemu import ApiServer
+from polling import within
 
 
 async def test_error_rate_answers_injected_codes(apiserver: ApiServer) -> None:
@@ -72,7 +73,7 @@ async def test_restart_through_admin_endpoint(apiserver: ApiServer) -> None:
         http.post("/_emulator/restart") as r,
     ):
         assert r.status == 200
-    async with asyncio.timeout(5):
+    async with within(5, "/version answering after the restart"):
         while True:
             try:
                 async with aiohttp.ClientSession(apiserver.url) as http, http.get("/version") as r:

@@ -10,6 +10,8 @@ from pathlib import Path
 import aiohttp
 import yaml
 
+from polling import within
+
 
 async def test_module_runs_alone(tmp_path: Path) -> None:
     kc = tmp_path / "kubeconfig"
@@ -25,7 +27,7 @@ async def test_module_runs_alone(tmp_path: Path) -> None:
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        async with asyncio.timeout(20):
+        async with within(20, "the emulator's kubeconfig and its namespaces"):
             while not (kc.exists() and kc.stat().st_size):
                 await asyncio.sleep(0.05)
             url = yaml.safe_load(kc.read_text())["clusters"][0]["cluster"]["server"]

@@ -23,6 +23,7 @@ import yaml
 
 from kubemu import ApiServer
 from kubemu.__main__ import parse_args, serve
+from polling import within
 
 
 async def _generation_after_restart(http: aiohttp.ClientSession) -> int:
@@ -30,7 +31,7 @@ async def _generation_after_restart(http: aiohttp.ClientSession) -> int:
     async with http.post("/_emulator/restart") as r:
         assert r.status == 200
         before = (await r.json())["generation"]
-    async with asyncio.timeout(10):
+    async with within(10, "the generation moved after a restart"):
         while True:
             try:
                 async with http.get("/_emulator/state") as r:
@@ -85,16 +86,18 @@ async def test_a_restart_asked_down_for_a_while_refuses_connections_until_then(
         asked = time.monotonic()
     refused = 0
     connector = aiohttp.TCPConnector(force_close=True)
-    async with aiohttp.ClientSession(apiserver.url, connector=connector) as http:
-        async with asyncio.timeout(10):
-            while True:
-                try:
-                    async with http.get("/_emulator/state") as r:
-                        if (await r.json())["generation"] == 1:
-                            break
-                except aiohttp.ClientConnectionError:
-                    refused += 1
-                await asyncio.sleep(0.05)
+    async with (
+        aiohttp.ClientSession(apiserver.url, connector=connector) as http,
+        within(10, "the restarted server answering generation 1"),
+    ):
+        while True:
+            try:
+                async with http.get("/_emulator/state") as r:
+                    if (await r.json())["generation"] == 1:
+                        break
+            except aiohttp.ClientConnectionError:
+                refused += 1
+            await asyncio.sleep(0.05)
     assert time.monotonic() - asked >= 1.0  # not sooner than asked
     assert refused >= 5  # polled every 50 ms through a 1 s gap: refused, not hung
 
@@ -141,7 +144,7 @@ async def test_serve_ends_with_status_1_when_a_restart_fails(
         ["--port", "0", "--kubeconfig-out", str(kubeconfig), "--bookmark-interval", "0"]
     )
     serving = asyncio.create_task(serve(args))
-    async with asyncio.timeout(10):
+    async with within(10, "the kubeconfig, a restart and serve() ending"):
         while not (kubeconfig.exists() and kubeconfig.stat().st_size):
             await asyncio.sleep(0.02)
         url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
@@ -174,7 +177,6 @@ def emulator(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Pat
         proc.wait(10)
 
 
-@pytest.mark.timeout(60)
 def test_a_restart_whose_port_is_taken_ends_the_process_with_status_1(
     emulator: tuple[subprocess.Popen[bytes], str, Path],
 ) -> None:

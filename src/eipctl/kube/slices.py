@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -25,29 +25,41 @@ the ~10 us a yield costs."""
 
 class Timeslice:
     """A budget of loop time (`SLICE` seconds unless given): `spent` yields to the loop once
-    it is used up, and renews it."""
+    it is used up, and renews it.
 
-    __slots__ = ("_until", "seconds")
+    ``clock``: the monotonic clock by default; a test hands a fake one that its "work" moves,
+    so where the yields fall is exact instead of depending on how busy the machine is.
+    """
 
-    def __init__(self, seconds: float | None = None) -> None:
+    __slots__ = ("_clock", "_until", "seconds")
+
+    def __init__(
+        self, seconds: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.seconds = SLICE if seconds is None else seconds
-        self._until = time.monotonic() + self.seconds
+        self._clock = clock
+        self._until = clock() + self.seconds
 
     async def spent(self) -> None:
         """Call after each piece of work: yields to the loop when the slice is used up."""
-        if time.monotonic() >= self._until:
+        if self._clock() >= self._until:
             await asyncio.sleep(0)
-            self._until = time.monotonic() + self.seconds
+            self._until = self._clock() + self.seconds
 
 
-async def in_slices(items: Iterable[T], slice_seconds: float | None = None) -> AsyncIterator[T]:
+async def in_slices(
+    items: Iterable[T],
+    slice_seconds: float | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[T]:
     """Each item of ``items``, yielding to the loop whenever ``slice_seconds`` (`SLICE`)
-    have passed.
+    have passed on ``clock`` (`Timeslice`).
 
     The caller's loop body runs between items, so its time counts towards the slice; the
     items may change meanwhile (take a list, not a live view).
     """
-    budget = Timeslice(slice_seconds)
+    budget = Timeslice(slice_seconds, clock)
     for item in items:
         yield item
         await budget.spent()

@@ -173,16 +173,60 @@ async def test_no_probes_ever_is_not_a_silence() -> None:
     assert bed.transitions == []
 
 
+def test_at_the_deadline_a_hanging_api_fences_after_one_checks_timeout(
+    run_virtual: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    """On a virtual clock, wired as node.py wires them: the API hangs from the start, the
+    watchdog asks `justify` at the fence's deadline (node_timeout 0.5 s), the check it makes
+    gives up after min(interval, probe_silence) = 0.2 s, and with nobody else to ask the
+    node fences then: at 0.7 s exactly (tests/unit/controller/test_node.py's fencing story
+    runs this on the emulator and bounds only that it happens)."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        bed = Bed(node_timeout=0.5, clock=loop.time)
+        bed.api.mode = "hang"
+        at: list[float] = []
+
+        def transition(t: FenceTransition) -> None:
+            bed.transitions.append(t)
+            at.append(loop.time())
+
+        watch = FenceWatch(
+            "node-a", fence=bed.fence, on_transition=transition, justify=bed.reach.justify
+        )
+        watchdog = asyncio.create_task(watch.watchdog())
+        try:
+            await eventually(lambda: bed.transitions, timeout=5, what="fenced")
+            assert at[0] - started == pytest.approx(0.5 + 0.2)
+            assert bed.transitions == [FenceTransition.FENCE]
+            assert bed.api.gets == 1  # the one check at the deadline
+        finally:
+            watchdog.cancel()
+            await asyncio.gather(watchdog, return_exceptions=True)
+
+    run_virtual(main())
+
+
 @pytest.mark.parametrize("mode", ["error", "hang"])
-async def test_one_immediate_check_per_silence(mode: str) -> None:
-    bed = Bed()
-    bed.probed()
-    bed.api.mode = mode
-    async with running(bed):
-        await asyncio.sleep(0.6)
-        gets = bed.api.gets
-        assert bed.transitions == [FenceTransition.FENCE]
-    assert gets <= 1 + 3  # the immediate one and at most the regular ones (every 0.2 s)
+def test_one_immediate_check_per_silence(
+    mode: str, run_virtual: Callable[[Coroutine[Any, Any, None]], None]
+) -> None:
+    """On a virtual clock: fenced within 0.6 s (the silence at 0.2 s, the check's timeout
+    0.2 s), and in those 0.6 s one immediate check beside the regular reads."""
+
+    async def main() -> None:
+        bed = Bed(clock=asyncio.get_running_loop().time)
+        bed.probed()
+        bed.api.mode = mode
+        async with running(bed):
+            await asyncio.sleep(0.6)
+            gets = bed.api.gets
+            assert bed.transitions == [FenceTransition.FENCE]
+        assert gets == 1 + 3  # the immediate one and the regular ones at 0, 0.2 and 0.4 s
+
+    run_virtual(main())
 
 
 # -- outages: the peers' verdict, vouches, digests (docs/liveness.md, "Outages") ------------

@@ -27,6 +27,7 @@ import structlog
 from eipctl.kube.client import LEASES, Obj, ResourceRef
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, ServerError
 from eipctl.kube.leader import LeaderElectionConfig, LeaderElector
+from polling import eventually
 from virtual_clock import run_virtual
 
 LEASE = "eipctl-test"
@@ -197,8 +198,8 @@ class Work:
 
 
 async def until(check: Callable[[], Any], step: float = 0.01) -> None:
-    while not check():
-        await asyncio.sleep(step)
+    """Poll ``check`` on the virtual clock; fails saying so after 30 virtual s."""
+    await eventually(check, timeout=30.0, step=step)
 
 
 async def stop(task: asyncio.Task[None]) -> None:

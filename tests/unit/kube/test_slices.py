@@ -1,18 +1,37 @@
-"""`in_slices`: long walks give the loop back, short ones do not pay for it."""
+"""`in_slices`: long walks give the loop back, short ones do not pay for it.
+
+The walks run on a fake clock that each item's "work" moves (`Work`), so where the yields
+fall is exact: a real busy loop on a busy machine is preempted, and its slices then end
+after fewer items (it was `4 <= ticks <= 12` for ~8)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 from eipctl.kube.slices import in_slices
 
 
+class Work:
+    """The monotonic clock of a walk whose every item takes ``seconds``: it moves only when
+    an item is worked on."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def item(self) -> None:
+        self.now += self.seconds
+
+
 async def _walk(items: range, work: float, slice_seconds: float) -> tuple[list[int], int]:
-    """Walk ``items`` spending ``work`` seconds on each (busy, as a parse is); returns the
+    """Walk ``items`` spending ``work`` seconds on each (on the fake clock); returns the
     items seen and how often a task beside the walk got the loop meanwhile."""
     ticks = 0
     walking = True
+    clock = Work(work)
 
     async def beside() -> None:
         nonlocal ticks
@@ -24,10 +43,8 @@ async def _walk(items: range, work: float, slice_seconds: float) -> tuple[list[i
     await asyncio.sleep(0)
     ticks = 0
     seen = []
-    async for item in in_slices(items, slice_seconds):
-        until = time.perf_counter() + work
-        while time.perf_counter() < until:
-            pass
+    async for item in in_slices(items, slice_seconds, clock=clock):
+        clock.item()
         seen.append(item)
     during = ticks
     walking = False
@@ -36,9 +53,11 @@ async def _walk(items: range, work: float, slice_seconds: float) -> tuple[list[i
 
 
 async def test_a_long_walk_gives_the_loop_back_once_per_slice_and_misses_nothing() -> None:
-    seen, ticks = await _walk(range(40), work=0.001, slice_seconds=0.005)
+    # 40 items of 1/1024 s (binary fractions: exact sums) in slices of 5/1024 s: a yield after
+    # every fifth item, 8 turns for the task beside
+    seen, ticks = await _walk(range(40), work=1 / 1024, slice_seconds=5 / 1024)
     assert seen == list(range(40))
-    assert 4 <= ticks <= 12  # 40 ms of work in 5 ms slices: ~8 turns for the task beside
+    assert ticks == 8
 
 
 async def test_a_walk_shorter_than_a_slice_does_not_yield() -> None:

@@ -22,6 +22,7 @@ from eipctl.kube.workqueue import (
     retry,
     run_workers,
 )
+from polling import within
 
 
 async def test_pending_keys_are_deduplicated() -> None:
@@ -161,7 +162,7 @@ async def test_handler_results_retry_requeue_and_exceptions() -> None:
     runner = asyncio.create_task(run_workers(q, handler, workers=2))
     for k in ["flaky", "boom", "poll", "once"]:
         q.add(k)
-    async with asyncio.timeout(5):
+    async with within(5, "every key run its expected number of times"):
         while runs != Counter(flaky=4, boom=3, poll=3, once=1):
             await asyncio.sleep(0.005)
         await q.wait_idle()
@@ -182,7 +183,7 @@ async def test_a_terminal_error_is_not_retried_until_the_key_is_added_again() ->
 
     runner = asyncio.create_task(run_workers(q, handler, workers=1))
     q.add("bad")
-    async with asyncio.timeout(5):
+    async with within(5, "the bad key run once and the queue idle"):
         while runs["bad"] < 1:
             await asyncio.sleep(0.001)
         await q.wait_idle()

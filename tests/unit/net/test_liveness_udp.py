@@ -343,11 +343,13 @@ async def test_a_round_larger_than_a_chunk_probes_every_target_once(
     first, _ = await next_probe(fake_node)
     assert first.seq == 1  # the targets were set before the first round
     got = [first.node]
-    while True:
+    for _ in range(len(names) + 1):  # bounded: a round that never ends fails below
         probe, _ = await next_probe(fake_node)
         if probe.seq != first.seq:
             break
         got.append(probe.node)
+    else:
+        raise AssertionError(f"round {first.seq} sent more than {len(names)} probes")
     assert sorted(got) == sorted(names)
 
 
@@ -718,11 +720,13 @@ async def test_the_prober_falls_back_to_plain_probes_after_half_a_window_unanswe
     last = probe.seq
     drain(fake_node)  # probes sent before it was accepted
     seen: list[tuple[int, Kind]] = []
-    while True:
+    for _ in range(4 * window):  # bounded: kind 1 must come back within half a window
         probe, source = await next_probe(fake_node)
         seen.append((probe.seq, probe.kind))
         if probe.kind is Kind.PROBE:
             break
+    else:
+        raise AssertionError(f"still kind 3 after {len(seen)} probes unanswered: {seen}")
     for seq, kind in seen:
         assert (kind is Kind.PROBE_EXT) == (seq - last <= window // 2), (last, seen)
     assert seen[-1][0] > last + window // 2

@@ -13,6 +13,7 @@ from pathlib import Path
 from eipctl.sandbox.boot import install_crds
 from eipctl.sandbox.children import Child, Children, component_argv
 from kubemu import ApiServer
+from polling import within
 
 
 def alive(pid: int) -> bool:
@@ -33,7 +34,7 @@ async def test_child_that_exits_is_started_again(tmp_path: Path) -> None:
     children = Children([child])
     children.start()
     try:
-        async with asyncio.timeout(30):
+        async with within(30, "the child started again"):
             while child.starts < 2:
                 await asyncio.sleep(0.05)
     finally:
@@ -51,7 +52,7 @@ async def test_a_child_added_later_is_supervised_and_stopped_with_the_rest(
     late = Child("late", ["version"], tmp_path / "late.log")
     children.add(late)
     try:
-        async with asyncio.timeout(30):
+        async with within(30, "the late child started again"):
             while late.starts < 2:  # exits at once, and is started again
                 await asyncio.sleep(0.05)
     finally:
@@ -72,7 +73,7 @@ async def test_stop_terminates_a_running_component(apiserver: ApiServer, tmp_pat
     children = Children([child])
     children.start()
     try:
-        async with asyncio.timeout(60):
+        async with within(30, "scheduler.leading in its log"):
             while "scheduler.leading" not in read(tmp_path / "s.log"):
                 await asyncio.sleep(0.1)
         status = children.statuses()[0]
@@ -114,7 +115,7 @@ async def test_child_dies_with_its_parent(apiserver: ApiServer, tmp_path: Path) 
     assert parent.stdout is not None
     pid = int(await asyncio.wait_for(parent.stdout.readline(), 60))
     try:
-        async with asyncio.timeout(60):  # the allocator is up and holds its Lease
+        async with within(30, "the allocator's Lease"):  # the allocator is up and holds its Lease
             while (
                 apiserver.store.find("coordination.k8s.io", "leases", "eipctl-allocator", "default")
                 is None
@@ -122,7 +123,7 @@ async def test_child_dies_with_its_parent(apiserver: ApiServer, tmp_path: Path) 
                 await asyncio.sleep(0.1)
         parent.send_signal(signal.SIGKILL)
         await parent.wait()
-        async with asyncio.timeout(30):
+        async with within(30, "the orphaned child gone"):
             while alive(pid):
                 await asyncio.sleep(0.05)
     finally:

@@ -7,6 +7,7 @@ import os
 import termios
 
 from eipctl.sandbox.keys import KeyReader
+from polling import within
 
 
 async def test_keys_arrive_and_the_terminal_is_restored() -> None:
@@ -18,7 +19,7 @@ async def test_keys_arrive_and_the_terminal_is_restored() -> None:
         assert reader.start() is True
         assert termios.tcgetattr(follower) != before  # cbreak: no line buffering, no echo
         os.write(leader, b"2q")
-        async with asyncio.timeout(5):
+        async with within(5, "two keys read"):
             while len(seen) < 2:
                 await asyncio.sleep(0.01)
         assert seen == ["2", "q"]

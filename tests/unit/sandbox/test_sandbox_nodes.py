@@ -20,21 +20,16 @@ from eipctl.sandbox import nodes
 from eipctl.sandbox.boot import node_names, seed
 from eipctl.sandbox.nodes import Fleet, NodeError, NodeState, liveness_address
 from kubemu import ApiServer
+from polling import eventually
 
 GROUP = "eipctl.io"
 KEYRING = Keyring.from_text("sandbox-test-key-0123456789\n")
 
 
 async def until(check: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
-    """Poll `check` (sync or async) until it returns something truthy."""
-    async with asyncio.timeout(timeout):
-        while True:
-            value = check()
-            if asyncio.iscoroutine(value):
-                value = await value
-            if value:
-                return value
-            await asyncio.sleep(0.05)
+    """Poll `check` (sync or async) until it returns something truthy; past `timeout` the
+    test fails saying `what` (tests/polling.py)."""
+    return await eventually(check, timeout=timeout, step=0.05, what=what)
 
 
 def endpoint(srv: ApiServer, node: str) -> tuple[str, int] | None:

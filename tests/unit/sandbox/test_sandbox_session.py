@@ -10,6 +10,7 @@ from pathlib import Path
 from eipctl.runtime.config import SandboxSettings
 from eipctl.sandbox.control import request
 from eipctl.sandbox.session import GC_THRESHOLDS, Sandbox
+from polling import within
 
 
 async def test_boot_serve_and_shut_down(tmp_path: Path) -> None:
@@ -32,7 +33,7 @@ async def test_boot_serve_and_shut_down(tmp_path: Path) -> None:
         assert key.stat().st_mode & 0o077 == 0 and len(key.read_text().strip()) >= 32
         scheduler = next(c for c in box.children.children if c.name == "scheduler")
         assert scheduler.argv[1:3] == ["--liveness-key-file", str(key)]
-        async with asyncio.timeout(60):
+        async with within(60, "three claims bound, each on a link"):
             while True:
                 snap = await box.snapshot()
                 if snap and snap.bound == 3 and all(r.on_link for r in snap.rows):
@@ -50,7 +51,7 @@ async def test_boot_serve_and_shut_down(tmp_path: Path) -> None:
 
         killed = await request(settings.state_dir, {"action": "kill-node", "node": "node-1"})
         assert killed["ok"] and killed["message"].startswith("node-1 killed")
-        async with asyncio.timeout(30):
+        async with within(30, "the three claims bound, all on node-2"):
             while True:
                 snap = await box.snapshot()
                 if snap and snap.bound == 3 and {r.on_link for r in snap.rows} == {"node-2"}:

@@ -13,6 +13,7 @@ from eipctl.runtime.config import SandboxSettings
 from eipctl.sandbox.nodes import NodeError, NodeState
 from eipctl.sandbox.session import NODES_PER_PROCESS, Sandbox, node_workers
 from eipctl.sandbox.workers import WorkerFleet, blocks
+from polling import within
 
 
 def test_blocks_split_the_nodes_evenly_and_contiguously() -> None:
@@ -44,7 +45,7 @@ async def test_a_sandbox_with_its_nodes_in_two_workers(tmp_path: Path) -> None:
     assert [len(w.nodes) for w in fleet.workers] == [1, 1]
     await box.boot(asyncio.Event())
     try:
-        async with asyncio.timeout(60):
+        async with within(60, "two claims bound, each on a link"):
             while True:
                 snap = await box.snapshot()
                 if snap and snap.bound == 2 and all(r.on_link for r in snap.rows):
@@ -58,7 +59,9 @@ async def test_a_sandbox_with_its_nodes_in_two_workers(tmp_path: Path) -> None:
         with pytest.raises(NodeError, match="not running"):
             await node.kill()
         other = "node-2" if holder == "node-1" else "node-1"
-        async with asyncio.timeout(30):  # the scheduler saw the silence, the other took over
+        async with within(
+            30, "the other node holding the dropped IP"
+        ):  # the scheduler saw the silence, the other took over
             while fleet.holder_of(dropped[0]) != other:
                 await asyncio.sleep(0.05)
         await node.revive()

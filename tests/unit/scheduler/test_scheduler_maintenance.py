@@ -80,9 +80,12 @@ async def test_a_labelled_node_loses_its_claims_paced_and_gets_none_back(
         await eventually(lambda: len(moved()) == PLANNED_IN_FLIGHT, what="the first moves")
         await asyncio.sleep(0.3)
         assert len(moved()) == PLANNED_IN_FLIGHT, "no more until those are Bound"
-        while len(moved()) < len(mine):  # the new nodes bind: room for the next ones
+
+        def bound_and_moved() -> bool:  # the new nodes bind: room for the next ones
             bind_all(srv)
-            await asyncio.sleep(0.05)
+            return len(moved()) == len(mine)
+
+        await eventually(bound_and_moved, step=0.05, what="every claim of node-0 moved")
         assert load(srv)["node-0"] == 0
         others = {n: node for n, node in before.items() if n not in mine}
         assert {n: placements(srv)[n] for n in others} == others, "only its claims moved"
