@@ -11,6 +11,7 @@ from typing import Any
 
 from eipctl import __version__
 from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.plugin import main as plugin
 from eipctl.runtime.config import (
     AllocatorSettings,
     ControllerSettings,
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         "node", nargs="?", help="node name for kill-node / revive-node / move-endpoint"
     )
     add_flags(sandbox, flag_specs(SandboxSettings))
+    plugin.add_commands(subparsers)  # status, why, nodes: the same as `kubectl eipctl`
     subparsers.add_parser("version", help="print the version")
     return parser
 
@@ -181,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         sys.stdout.write(f"eipctl {__version__}\n")
         return 0
+    if args.command in plugin.COMMANDS:
+        return plugin.run(args, sys.stdout)
     try:
         if args.command == "sandbox":
             settings = build_settings(SandboxSettings, args, "sandbox")
