@@ -16,7 +16,7 @@ the reloader is the repository's reload.sh.
 
 Every test applies deploy/ as a fresh clone has it (`operator_deploy.deploy_checkout`):
 nothing is written before it. It holds no liveness key: the Secret eipctl-liveness is made
-in the cluster by a scheduler (`scheduler.liveness_secret`), which the last test proves
+in the cluster by a scheduler (`scheduler.liveness_secret`), which test_deploy_liveness_key.py proves
 with the real `eipctl scheduler` process against the emulator; where the processes' command
 lines are checked, the mounted key file is written as the kubelet would once it exists.
 """
