@@ -1,20 +1,33 @@
-"""deploy/ as an operator has it, for the tests that install it (e2e and integration)."""
+"""deploy/ as a fresh clone has it, for the tests that install it (e2e and integration)."""
 
 from __future__ import annotations
 
-import base64
-import os
 import shutil
+import subprocess
 from pathlib import Path
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
-KEY_FILE = "liveness.key"  # the operator writes it; kustomization.yaml makes the Secret of it
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy"
+OLD_KEY_FILE = "liveness.key"  # an older install's key file (deploy/.gitignore): never copied
 
 
-def deploy_with_key(where: Path) -> Path:
-    """A copy of deploy/ under `where` with a liveness key of its own (`head -c 32
-    /dev/urandom | base64`; a local deploy/liveness.key is not copied)."""
+def deploy_checkout(where: Path) -> Path:
+    """A copy of deploy/ under `where` holding what a clone of this tree holds: the files git
+    tracks (their content in the working tree), and nothing written before applying it. An
+    untracked file (an older install's deploy/liveness.key) is not copied. Outside a git
+    checkout, deploy/ without that file."""
     copy = where / "deploy"
-    shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns(KEY_FILE))
-    (copy / KEY_FILE).write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(REPO), "ls-files", "-z", "--", "deploy"],
+            check=True,
+            capture_output=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns(OLD_KEY_FILE, "__pycache__"))
+        return copy
+    for name in filter(None, listed.split("\0")):
+        target = where / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, target)
     return copy

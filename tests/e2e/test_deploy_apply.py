@@ -14,8 +14,11 @@ on the loopback only and kube-rbac-proxy serves them on the node's IP. With FRR,
 controller renders (--frr-config) is the one the reloader applies, in a volume both mount, and
 the reloader is the repository's reload.sh.
 
-The repository holds no liveness key (deploy/.gitignore), so deploy/ renders only once the
-operator has written deploy/liveness.key; the tests render a copy with a key of their own.
+Every test applies deploy/ as a fresh clone has it (`operator_deploy.deploy_checkout`):
+nothing is written before it. It holds no liveness key: the Secret eipctl-liveness is made
+in the cluster by a scheduler (`scheduler.liveness_secret`), which test_deploy_liveness_key.py proves
+with the real `eipctl scheduler` process against the emulator; where the processes' command
+lines are checked, the mounted key file is written as the kubelet would once it exists.
 """
 
 from __future__ import annotations
@@ -35,12 +38,13 @@ from story_sandbox import kubectl_binary
 from eipctl import __version__
 from eipctl.cli.main import build_parser, build_settings, join_dash_values
 from eipctl.controller.bgp import read_status, sha256_of, write_atomically
+from eipctl.core.cluster_key import new_cluster_key_text
 from eipctl.core.liveness_wire import Keyring
 from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.runtime.settings import ENV_PREFIX, flag_specs, load_config_file
 from kubemu import ApiServer
-from operator_deploy import KEY_FILE, deploy_with_key
+from operator_deploy import OLD_KEY_FILE, deploy_checkout
 
 pytestmark = pytest.mark.kubectl
 
@@ -54,6 +58,7 @@ FRR, RELOADER, FRR_FILES = "frr", "frr-reloader", "frr-files"
 FRR_IMAGE = "quay.io/frrouting/frr"
 FRR_STARTUP = "eipctl-frr-startup"  # the Component's ConfigMap (a generated name: a hash added)
 LIVENESS_SECRET = "eipctl-liveness"
+KEY_TEXT = new_cluster_key_text()  # what the kubelet writes once a scheduler made the Secret
 NAMESPACE = "eipctl-system"
 # what the downward API would give the containers' env (fieldRef) on a node
 POD_FIELDS = {
@@ -74,7 +79,6 @@ STORAGE = {  # kind -> (group, plural) in the emulator's store
     "CustomResourceDefinition": ("apiextensions.k8s.io", "customresourcedefinitions"),
     "ServiceAccount": ("", "serviceaccounts"),
     "ConfigMap": ("", "configmaps"),
-    "Secret": ("", "secrets"),
     "ClusterRole": ("rbac.authorization.k8s.io", "clusterroles"),
     "ClusterRoleBinding": ("rbac.authorization.k8s.io", "clusterrolebindings"),
     "Role": ("rbac.authorization.k8s.io", "roles"),
@@ -158,7 +162,7 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def deploy(tmp_path: Path) -> Path:
-    return deploy_with_key(tmp_path / "checkout")
+    return deploy_checkout(tmp_path / "checkout")
 
 
 @pytest.fixture(params=[False, True], ids=["nodeips", "nodeips+frr"])
@@ -205,6 +209,8 @@ def mounted(
         elif "configMap" in volume:
             for key, text in objects["ConfigMap", volume["configMap"]["name"]]["data"].items():
                 (where / key).write_text(text)
+        elif volume.get("secret", {}).get("secretName") == LIVENESS_SECRET:
+            (where / "key").write_text(KEY_TEXT)  # made in the cluster, not by deploy/
         elif "secret" in volume:
             for key, data in objects["Secret", volume["secret"]["secretName"]]["data"].items():
                 (where / key).write_bytes(base64.b64decode(data))
@@ -421,8 +427,8 @@ async def test_workloads_reference_what_the_kustomization_installs(
         for volume in pod.get("volumes", []):
             if "configMap" in volume:
                 assert (ns, volume["configMap"]["name"]) in by_kind["ConfigMap"]
-            if "secret" in volume:
-                assert (ns, volume["secret"]["secretName"]) in by_kind["Secret"]
+            if "secret" in volume:  # the one Secret: made in the cluster, not by deploy/
+                assert volume["secret"] == {"secretName": LIVENESS_SECRET, "optional": True}
         container = eipctl_container(pod)
         assert container["image"] == f"eipctl:{__version__}"
         command = container["args"][0]
@@ -505,32 +511,41 @@ async def test_a_flag_the_code_does_not_know_fails_the_check(
         container_settings(docs, ctl, tmp_path / "bad-env", monkeypatch)
 
 
-async def test_liveness_secret_is_generated_and_mounted_where_it_is_read(
+async def test_liveness_secret_is_made_in_the_cluster_and_mounted_where_it_is_read(
     kubeconfig_path: Path, home: Path, deploy: Path
 ) -> None:
     docs = await rendered(kubeconfig_path, home, deploy)
-    (secret,) = [d for d in docs if d["kind"] == "Secret"]
-    name = secret["metadata"]["name"]
-    # the content's hash in the name: a new key set rolls the workloads that mount it
-    assert re.fullmatch(rf"{LIVENESS_SECRET}-[a-z0-9]{{10}}", name), name
-    assert secret["metadata"]["namespace"] == NAMESPACE
-    assert list(secret["data"]) == ["key"]
-    key = base64.b64decode(secret["data"]["key"])
-    assert key == (deploy / KEY_FILE).read_bytes()
-    assert Keyring.from_text(key.decode())
+    assert [d for d in docs if d["kind"] == "Secret"] == []  # no key comes with deploy/
     mounting = {}
     for w in workloads(docs):
         pod = w["spec"]["template"]["spec"]
         container = eipctl_container(pod)
         secrets = {v["name"] for v in pod.get("volumes", []) if "secret" in v}
         for volume in pod.get("volumes", []):
-            if "secret" in volume:
-                assert volume["secret"]["secretName"] == name
+            if "secret" in volume:  # optional: a pod starts before a scheduler has made it
+                assert volume["secret"] == {"secretName": LIVENESS_SECRET, "optional": True}
         mounts = [m for m in container.get("volumeMounts", []) if m["name"] in secrets]
         assert all(m.get("readOnly") is True for m in mounts)
         if mounts:
             mounting[container["args"][0]] = mounts
     assert sorted(mounting) == ["controller", "scheduler"]  # not the allocator
+    # who may do what with Secrets in eipctl-system: the scheduler create (RBAC cannot name
+    # the object of a create), nothing else; no other account anything
+    bound: dict[str, set[str]] = {}
+    roles = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"].endswith("Role")}
+    for binding in [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]:
+        if binding["metadata"].get("namespace", NAMESPACE) != NAMESPACE:
+            continue
+        role = roles.get((binding["roleRef"]["kind"], binding["roleRef"]["name"]))
+        verbs = {
+            verb
+            for rule in (role or {}).get("rules", [])
+            if "" in rule.get("apiGroups", []) and "secrets" in rule.get("resources", [])
+            for verb in rule["verbs"]
+        }
+        for subject in binding["subjects"]:
+            bound.setdefault(subject["name"], set()).update(verbs)
+    assert {who: verbs for who, verbs in bound.items() if verbs} == {"eipctl-scheduler": {"create"}}
     # the leader writes the Live condition: a status update of IpNodes (after a get)
     (role,) = [
         d
@@ -547,18 +562,17 @@ async def test_liveness_secret_is_generated_and_mounted_where_it_is_read(
     assert {("ipnodes", "get"), ("ipnodes/status", "update")} <= grants
 
 
-async def test_repository_holds_no_liveness_key(
+async def test_a_fresh_clone_renders_with_no_key_written(
     kubeconfig_path: Path, home: Path, tmp_path: Path
 ) -> None:
-    ignored = (DEPLOY / ".gitignore").read_text().split()
-    assert KEY_FILE in ignored
-    # no key, no render: nobody installs a key that came with the repository. Rendered from a
-    # copy of deploy/ as the repository ships it, so an operator's key in this checkout
-    # (ignored by git) neither skips the test nor hides a render that needs none
-    shipped = tmp_path / "deploy"
-    shutil.copytree(DEPLOY, shipped, ignore=shutil.ignore_patterns(KEY_FILE))
-    code, out = await kubectl(kubeconfig_path, home, "kustomize", str(shipped))
-    assert code != 0 and KEY_FILE in out, out
+    """What `kubectl apply -k deploy/` needs before it: nothing. The clone holds no key file
+    (an older install's, deploy/liveness.key, stays ignored) and renders as it is."""
+    assert OLD_KEY_FILE in (DEPLOY / ".gitignore").read_text().split()
+    clone = deploy_checkout(tmp_path / "clone")
+    assert not (clone / OLD_KEY_FILE).exists()
+    code, out = await kubectl(kubeconfig_path, home, "kustomize", str(clone))
+    assert code == 0, out
+    assert "kind: Secret" not in out
 
 
 async def test_container_ports_are_the_ones_each_command_listens_on(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 from story_sandbox import kubectl_binary
-from test_deploy_apply import deploy_with_key
 
 from kubemu import ApiServer
+from operator_deploy import deploy_checkout
 
 pytestmark = pytest.mark.kubectl
 
@@ -249,8 +249,8 @@ async def test_kubectl_delete_waits_for_finalizers(apiserver: ApiServer, kubectl
 async def test_kubectl_apply_kustomization(
     apiserver: ApiServer, kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    # deploy/ renders once the operator has written its liveness key: a copy with one
-    out = await kubectl.out("apply", "-k", str(deploy_with_key(tmp_path / "checkout")))
+    # deploy/ as a fresh clone has it: nothing to write first
+    out = await kubectl.out("apply", "-k", str(deploy_checkout(tmp_path / "checkout")))
     assert "customresourcedefinition.apiextensions.k8s.io/ipclaims.eipctl.io created" in out
     kinds = {line.split("/")[0] for line in out.splitlines() if " created" in line}
     assert "deployment.apps" in kinds and "clusterrole.rbac.authorization.k8s.io" in kinds

@@ -43,7 +43,7 @@ from eipctl.sandbox.testbed.checks import (
     wait_bound,
     wait_for_ips,
 )
-from operator_deploy import deploy_with_key
+from operator_deploy import deploy_checkout
 
 SYSTEM = "eipctl-system"
 GROUP = "eipctl.io"
@@ -116,8 +116,8 @@ def kubectl(bed: LocalBed, tmp_path: Path) -> Kubectl:
 
 @pytest.fixture
 def deploy(tmp_path: Path) -> Path:
-    """deploy/ as an operator has it: with a liveness key of its own."""
-    return deploy_with_key(tmp_path)
+    """deploy/ as a fresh clone has it (no liveness key: the cluster makes it)."""
+    return deploy_checkout(tmp_path)
 
 
 def install_and_serve(bed: LocalBed, kubectl: Kubectl, deploy: Path, tmp: Path) -> dict[str, str]:

@@ -64,12 +64,14 @@ from eipctl.kube.client import (
     connect,
 )
 from eipctl.kube.errors import Forbidden, Invalid, NotFound
+from eipctl.kube.events import EventRecorder
 from eipctl.net.memory import MemoryLinkBackend, Segment
 from eipctl.nodeips.process import run as run_nodeips
 from eipctl.nodeips.settings import NodeIpsSettings
 from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.runtime.health import Health
 from eipctl.runtime.values import parse_bind_address
+from eipctl.scheduler.liveness_secret import LivenessSecret
 from eipctl.scheduler.process import run as run_scheduler
 from kubemu import ApiServer
 
@@ -692,6 +694,29 @@ async def test_what_each_account_is_refused(cluster: Cluster) -> None:
         await sched.patch(IPNODES, "node-a", {"status": {"heartbeat": 2}}, status=True)
     with pytest.raises(Forbidden):  # the allocator's Lease is not the scheduler's
         await sched.get(LEASES, "eipctl-allocator", NS)
+    # the liveness key (docs/operations.md, "The key"): a scheduler creates the Secret when
+    # it is missing (a second create: AlreadyExists, not a refusal), and never reads,
+    # replaces or lists a Secret of eipctl-system
+    made = LivenessSecret(
+        sched,
+        EventRecorder(sched, "eipctl-scheduler"),
+        name="eipctl-liveness",
+        namespace=NS,
+        manager="eipctl-scheduler",
+        replica="scheduler-0",
+    )
+    assert await made.ensure() is True
+    assert await made.ensure() is False
+    secret = await admin.get(SECRETS, "eipctl-liveness", NS)
+    for refused in (
+        sched.get(SECRETS, "eipctl-liveness", NS),
+        sched.list(SECRETS, NS),
+        sched.replace(SECRETS, secret),
+        sched.delete(SECRETS, "eipctl-liveness", NS),
+        ctl.create(SECRETS, {**secret, "metadata": {"name": "other"}}, NS),
+    ):
+        with pytest.raises(Forbidden):
+            await refused
 
     alloc = await cluster.client("eipctl-allocator")
     with pytest.raises(Forbidden):

@@ -26,7 +26,7 @@ from test_allocator_support import allocator, eventually
 from eipctl.core.naming import POOL_FINALIZER
 from eipctl.kube.client import IPCLAIMPOOLS, KubeApi
 from kubemu import ApiServer
-from operator_deploy import deploy_with_key
+from operator_deploy import deploy_checkout
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 POOL_CRD = "ipclaimpools.eipctl.io"
@@ -70,8 +70,8 @@ def kubectl(kubeconfig_path: Path, tmp_path: Path) -> Kubectl:
 
 @pytest.fixture
 def deploy(tmp_path: Path) -> Path:
-    """deploy/ as an operator has it: with a liveness key of its own."""
-    return deploy_with_key(tmp_path)
+    """deploy/ as a fresh clone has it (no liveness key: the cluster makes it)."""
+    return deploy_checkout(tmp_path)
 
 
 async def _has_finalizer(api: KubeApi) -> bool:

@@ -1,7 +1,7 @@
 """deploy/ renders, with and without its Components, and its availability and metrics pieces fit.
 
-Offline: `kubectl kustomize` (the venv's kubectl v1.37) builds a copy of deploy/ (with a
-liveness key of its own, as the operator writes it), alone, with the nodeips add-on and the
+Offline: `kubectl kustomize` (the venv's kubectl v1.37) builds a copy of deploy/ (as a fresh
+clone has it: no liveness key, the cluster makes it), alone, with the nodeips add-on and the
 Prometheus component enabled in its kustomization.yaml, and as an overlay that sets its own
 images. The checks: every built-in object is valid for Kubernetes 1.37 (kubernetes-validate,
 strict); each leader-elected Deployment is selected by exactly one PodDisruptionBudget and
@@ -15,8 +15,6 @@ tests/e2e/test_deploy_apply.py.
 
 from __future__ import annotations
 
-import base64
-import os
 import re
 import shutil
 import subprocess
@@ -27,6 +25,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
+from operator_deploy import deploy_checkout
 
 pytestmark = pytest.mark.kubectl
 
@@ -70,10 +70,8 @@ def edit_kustomization(directory: Path, **fields: Any) -> None:
 
 @pytest.fixture
 def deploy(tmp_path: Path) -> Path:
-    copy = tmp_path / "deploy"
-    shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("liveness.key"))
-    (copy / "liveness.key").write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
-    return copy
+    """deploy/ as a fresh clone has it: nothing written before it renders."""
+    return deploy_checkout(tmp_path)
 
 
 @pytest.fixture

@@ -29,11 +29,11 @@ from eipctl.net.announce import announce
 from eipctl.net.errors import NetError
 from eipctl.net.inventory import LinkInventory
 from eipctl.net.link import Announcer, IPAddress, ProbeConflict, Prober
-from eipctl.net.liveness import read_keyring
 from eipctl.net.netlink import NetlinkLinkBackend
 from eipctl.net.probe import probe
 from eipctl.runtime.config import ControllerSettings
 from eipctl.runtime.health import Health
+from eipctl.runtime.liveness_key import KeyFile
 
 from .node import NodeController, NodeSettings
 from .node_key import load_or_create
@@ -208,7 +208,14 @@ async def run(settings: ControllerSettings, *, health: Health, stop: asyncio.Eve
         probe_silence=settings.probe_silence,
         address_lifetime=settings.address_lifetime,
     )
-    keyring = read_keyring(settings.liveness_key_file) if settings.liveness_key_file else None
+    keyring = None
+    if settings.liveness_key_file:
+        # on a fresh install the Secret comes later (a scheduler creates it): wait, alive
+        key_file = KeyFile(settings.liveness_key_file)
+        health.add_readiness_reason("liveness-key", key_file.not_ready)
+        keyring = await key_file.wait(stop)
+        if keyring is None:
+            return
     node_key = (
         load_or_create(settings.liveness_node_key_file)
         if settings.liveness_node_key_file and keyring is not None

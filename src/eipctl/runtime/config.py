@@ -109,8 +109,16 @@ class SchedulerSettings(LeaderSettings, CommonSettings):
     )
     liveness_key_file: str | None = setting(
         None,
-        readable_file,
-        "file with the shared liveness key(s), one per line, first signs (a mounted Secret)",
+        parse_text,
+        "file with the shared liveness key(s), one per line, first signs (a mounted Secret); "
+        "waited for while missing or invalid (not ready meanwhile)",
+    )
+    liveness_secret: str = setting(
+        "eipctl-liveness",
+        parse_text,
+        "Secret in --lease-namespace that the key file is mounted from: created with a new "
+        "random key when the key file is missing and the Secret does not exist (never "
+        "overwritten); empty: never created, the operator provides it",
     )
     node_key_namespace: str = setting(
         "eipctl-node-keys",
@@ -239,8 +247,9 @@ class ControllerSettings(CommonSettings):
     liveness_port: int = setting("9473", int_range(1, 65535), "UDP port of liveness replies")
     liveness_key_file: str | None = setting(
         None,
-        readable_file,
-        "file with the shared liveness key(s), one per line (the Secret eipctl-liveness)",
+        parse_text,
+        "file with the shared liveness key(s), one per line (the Secret eipctl-liveness); "
+        "waited for while missing or invalid (not ready meanwhile)",
     )
     resync_interval: float = setting(
         "30s",

@@ -34,17 +34,20 @@ from eipctl.kube.client import (
     KubeApi,
     object_key,
 )
+from eipctl.kube.events import EventRecorder
 from eipctl.kube.leader import LeaderElector, LeaseApi
 from eipctl.kube.manager import Component, LeaderTerm, Manager, clients
 from eipctl.kube.workqueue import Handler, Result, requeue_after
-from eipctl.net.liveness import LivenessProber, read_keyring
+from eipctl.net.liveness import LivenessProber
 from eipctl.runtime.config import SchedulerSettings
 from eipctl.runtime.health import Health
+from eipctl.runtime.liveness_key import KeyFile
 from eipctl.scheduler import claims as c
 from eipctl.scheduler import metrics
 from eipctl.scheduler.claim_facts import ClaimFactsMemo
 from eipctl.scheduler.digests import NodeDigests
 from eipctl.scheduler.keys import Pass, SchedulerKey, ServiceIpKey
+from eipctl.scheduler.liveness_secret import LivenessSecret
 from eipctl.scheduler.local_traffic import SERVICE_INDEX, LocalTraffic, slice_service
 from eipctl.scheduler.node_conditions import NodeConditions
 from eipctl.scheduler.node_eligibility import NodeEligibility
@@ -65,10 +68,35 @@ MANAGED = Component(metrics.COMPONENT, LEASE_NAME, EVENT_SOURCE)
 
 async def run(settings: SchedulerSettings, *, health: Health, stop: asyncio.Event) -> None:
     """The process: connect, watch, contend for the Lease, schedule while leading, until stop."""
-    keyring = read_keyring(settings.liveness_key_file) if settings.liveness_key_file else None
     async with clients(settings.kubeconfig) as conn:
+        keyring = None
+        if settings.liveness_key_file:
+            keyring = await _liveness_key(settings, conn.api, health, stop)
+            if keyring is None:
+                return  # stopped while waiting for it
         scheduler = Scheduler(conn.api, settings, lease_api=conn.lease_api, keyring=keyring)
         await scheduler.run(health=health, stop=stop, settle_heap=True)
+
+
+async def _liveness_key(
+    settings: SchedulerSettings, api: KubeApi, health: Health, stop: asyncio.Event
+) -> Keyring | None:
+    """The liveness keyring, waited for while the Secret is created (`liveness_secret`)."""
+    assert settings.liveness_key_file
+    key_file = KeyFile(settings.liveness_key_file)
+    health.add_readiness_reason("liveness-key", key_file.not_ready)
+    secret = None
+    if settings.liveness_secret:
+        secret = LivenessSecret(
+            api,
+            EventRecorder(api, EVENT_SOURCE),
+            name=settings.liveness_secret,
+            namespace=settings.lease_namespace,
+            manager=EVENT_SOURCE,
+            replica=settings.identity,
+        )
+        health.add_readiness_reason("liveness-secret", lambda: secret.problem if secret else None)
+    return await key_file.wait(stop, while_missing=None if secret is None else secret.ensure)
 
 
 class Scheduler:
