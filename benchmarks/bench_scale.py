@@ -61,6 +61,10 @@ emulator (its kubeconfig's own token), by verb and resource, and its UDP both by
 and by its namespace's /proc/net/snmp; both are shown beside a simulated node's average with
 the relative difference, and its requests since its start beside a simulated node's.
 
+--heap traces the allocator's and the schedulers' heaps (`scale_heap`, tracemalloc through
+`heap_trace/sitecustomize.py`) and prints, after the window, their largest holders by file
+and by line (tracing slows them: a run for where the memory goes, not for the table).
+
 --py-spy samples each scheduler replica during the window (py-spy record --nonblocking,
 100 Hz; it must be installed beside this Python) and prints the functions its time goes to.
 
@@ -99,6 +103,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import scale_heap
 from bench_api_load import (
     EVENTS,
     IPCLAIMS,
@@ -167,6 +172,12 @@ def main() -> int:
     parser.add_argument("--replicas", type=int, default=2, help="scheduler replicas")
     parser.add_argument("--failovers", type=int, default=3, help="nodes killed after the window")
     parser.add_argument("--keep", action="store_true", help="keep each run's logs")
+    parser.add_argument(
+        "--heap",
+        action="store_true",
+        help="trace the allocator's and the schedulers' heaps (tracemalloc) and print their "
+        "largest holders after the window (scale_heap; slows them: not for the table)",
+    )
     parser.add_argument(
         "--real-node",
         action="store_true",
@@ -257,6 +268,7 @@ def _grid(args: argparse.Namespace, window: float, grid: Any) -> list[dict[str, 
         argv += ["--real-node"] if args.real_node else []
         argv += ["--netns-node"] if args.netns_node else []
         argv += ["--py-spy"] if args.py_spy else []
+        argv += ["--heap"] if args.heap else []
         argv += [f"--child-flags={args.child_flags}"] if args.child_flags else []
         result = run_cell(argv, f"{n} nodes x {s} Services")
         if result is not None:
@@ -354,6 +366,7 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
             print(f"  {netns.name}: a real controller on the netns bed {note}", flush=True)
         registered_s = time.monotonic() - t0
         print(f"  {n} nodes registered in {registered_s:.1f}s ({count} workers)", flush=True)
+        heap_dir = scale_heap.arm(tmp) if args.heap else None
         kids_started_at = time.time()
         kids.start()
         started = True
@@ -410,6 +423,10 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         rss = [rss_mb(p) for p in procs]
         leader = _leader(store)
         print(f"  window {elapsed:.1f}s done (load {load0} -> {_load()})", flush=True)
+        if heap_dir is not None:
+            scale_heap.disarm()
+            for line in await scale_heap.report(heap_dir, {**pids}):
+                print(line, flush=True)
         for r, (spy, out) in enumerate(spies, start=1):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(30):
