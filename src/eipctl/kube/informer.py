@@ -18,6 +18,7 @@ import structlog
 
 from eipctl.core.fields import labels_of
 from eipctl.kube.client import Obj, ObjectList, ResourceRef, WatchEvent, object_key
+from eipctl.kube.compact import compact
 from eipctl.kube.errors import ApiError, Gone
 from eipctl.kube.metrics import WATCH_RELISTS, WATCH_RESTARTS
 
@@ -265,16 +266,14 @@ class Informer:
             old = self._remove(key)
             deletes += 1
             self._emit_delete(old)
-        for key, obj in fresh.items():
+        for key, listed in fresh.items():
             old_obj = self._cache.get(key)
             if old_obj is None:
-                self._put(key, obj)
                 adds += 1
-                self._emit_add(obj)
-            elif _rv(old_obj) != _rv(obj):
-                self._put(key, obj)
+                self._emit_add(self._put(key, listed))
+            elif _rv(old_obj) != _rv(listed):
                 updates += 1
-                self._emit_update(old_obj, obj)
+                self._emit_update(old_obj, self._put(key, listed))
         self.resource_version = lst.resource_version
         self._synced.set()
         self._log.info(
@@ -301,14 +300,16 @@ class Informer:
                 self._remove(key)
                 self._emit_delete(obj)
         elif ev.type in ("ADDED", "MODIFIED"):
-            self._put(key, obj)
+            obj = self._put(key, obj)
             if old is None:
                 self._emit_add(obj)
             elif _rv(old) != rv:
                 self._emit_update(old, obj)
         return rv
 
-    def _put(self, key: str, obj: Obj) -> None:
+    def _put(self, key: str, obj: Obj) -> Obj:
+        """Cache ``obj`` (its strings shared: `compact`) and index it; the cached copy."""
+        obj = compact(obj)
         self._cache[key] = obj
         for name, fn in self._indexers.items():
             new_vals = tuple(fn(obj))
@@ -319,6 +320,7 @@ class Informer:
             for v in new_vals:
                 self._index[name].setdefault(v, set()).add(key)
             self._indexed[name][key] = new_vals
+        return obj
 
     def _remove(self, key: str) -> Obj:
         obj = self._cache.pop(key)
