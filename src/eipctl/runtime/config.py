@@ -347,3 +347,9 @@ class SandboxSettings:
     log_level: str = setting(
         "warning", one_of(("debug", "info", "warning", "error")), "log level of the components"
     )
+    metrics: bool = setting(
+        "false",
+        parse_bool,
+        "serve each process's /metrics on a free loopback port (listed in <state dir>/metrics.json"
+        " and by `status`): the allocator, the scheduler, and this process' simulated nodes",
+    )

@@ -32,10 +32,16 @@ STABLE_AFTER = 30.0  # a child that ran this long gets its restart delay reset
 
 
 def component_argv(
-    command: str, kubeconfig: Path, log_level: str, *, liveness_key_file: Path | None = None
+    command: str,
+    kubeconfig: Path,
+    log_level: str,
+    *,
+    liveness_key_file: Path | None = None,
+    metrics_bind_address: str = "0",
 ) -> list[str]:
     """Flags for `eipctl allocator` / `eipctl scheduler` inside the sandbox (the scheduler
-    also gets the liveness key it signs its probes with)."""
+    also gets the liveness key it signs its probes with); /metrics is off unless
+    `metrics_bind_address` names where (`eipctl sandbox --metrics`)."""
     key = [] if liveness_key_file is None else ["--liveness-key-file", str(liveness_key_file)]
     return [
         command,
@@ -43,7 +49,7 @@ def component_argv(
         "--kubeconfig",
         str(kubeconfig),
         "--metrics-bind-address",
-        "0",
+        metrics_bind_address,
         "--health-probe-bind-address",
         "0",
         "--lease-namespace",

@@ -9,6 +9,13 @@ allocator and scheduler (child processes; the scheduler probes the nodes with th
 from the control namespace with --netns). Shutdown runs the other way round: no more
 control requests, children stopped (SIGTERM, then SIGKILL), controllers stopped, emulator
 stopped, socket removed.
+
+With --metrics every process serves /metrics on a loopback port of its own: the allocator and
+the scheduler (their --metrics-bind-address), and this process, whose registry holds the
+metrics of the simulated nodes' controllers it runs (all of them summed on one registry, as
+one controller would count; the nodes of worker processes or namespaces are not in it). The
+addresses are in ``<state dir>/metrics.json`` (``{"allocator": "127.0.0.1:PORT", ...}``) and
+in `status`: point a Prometheus at them (docs/metrics.md, "Dashboard").
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import os
 import secrets
+import socket
 import time
 from pathlib import Path
 from typing import TextIO
@@ -28,6 +37,8 @@ from eipctl.core.liveness_wire import Keyring
 from eipctl.kube.client import IPCLAIMS, IPNODES, SERVICES, KubeApi, connect
 from eipctl.kube.errors import ApiError
 from eipctl.runtime.config import SandboxSettings
+from eipctl.runtime.health import Health
+from eipctl.runtime.values import BindAddress
 from eipctl.sandbox.boot import LOCAL_DEMO, NODE_PREFIX, move_local_endpoint, node_names, seed
 from eipctl.sandbox.children import Child, Children, component_argv
 from eipctl.sandbox.control import ControlServer, Reply, Request
@@ -46,6 +57,8 @@ NODES_READY_PER_NODE = 0.05  # the nodes that stalled a boot wave may still be r
 NODES_READY_POLL = 0.1  # per 100 nodes
 NODES_READY_POLL_MAX = 1.0
 LIVENESS_KEY = "liveness.key"
+METRICS_FILE = "metrics.json"
+METRICS_HOST = "127.0.0.1"
 HISTORY_WINDOW = 5000
 HISTORY_PER_NODE = 10  # boot writes a few events per node; a watch should not fall out
 GC_THRESHOLDS = (10_000, 20, 100)
@@ -66,6 +79,13 @@ def node_workers(nodes: int, cpus: int | None = None) -> int:
         return 0
     cpus = cpus if cpus is not None else os.cpu_count() or 1
     return max(2, min(cpus, -(-nodes // NODES_PER_PROCESS)))
+
+
+def free_port(host: str = METRICS_HOST) -> int:
+    """A TCP port nobody listens on now (a child binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def write_key(path: Path, text: str) -> None:
@@ -117,6 +137,13 @@ class Sandbox:
                 kubeconfig=self.kubeconfig,
                 keyring=Keyring.from_text(self._key_text),
             )
+        # where each process serves /metrics (--metrics); "controllers" is this process
+        self.metrics: dict[str, str] = {}
+        if settings.metrics:
+            self.metrics = {
+                name: f"{METRICS_HOST}:{free_port()}" for name in ("allocator", "scheduler")
+            }
+        self._metrics_server: Health | None = None
         self.children = Children(
             [
                 Child(
@@ -126,6 +153,7 @@ class Sandbox:
                         self.kubeconfig,
                         settings.log_level,
                         liveness_key_file=self.liveness_key if name == "scheduler" else None,
+                        metrics_bind_address=self.metrics.get(name, "0"),
                     ),
                     self.state_dir / f"{name}.log",
                 )
@@ -182,6 +210,8 @@ class Sandbox:
             if isinstance(self.fleet, NetnsFleet):  # probes reach the nodes from there only
                 self.fleet.adopt_scheduler(self.scheduler)
             self.children.start()
+            if self.settings.metrics:
+                await self._serve_metrics()
         except BaseException:
             await self.shutdown()
             raise
@@ -189,6 +219,15 @@ class Sandbox:
         self._kubeconfig_out = out
         self.set_header(keys=False)
         log.info("sandbox.started", api=self.server.url, kubeconfig=str(out), pid=os.getpid())
+
+    async def _serve_metrics(self) -> None:
+        """This process' /metrics (its simulated nodes' controllers), then metrics.json."""
+        self._metrics_server = Health()
+        off = BindAddress("", 0, enabled=False)
+        await self._metrics_server.start(BindAddress(METRICS_HOST, 0), off)
+        self.metrics["controllers"] = f"{METRICS_HOST}:{self._metrics_server.ports()[0]}"
+        path = self.state_dir / METRICS_FILE
+        path.write_text(json.dumps(self.metrics, indent=2, sort_keys=True) + "\n")
 
     def set_header(self, *, keys: bool) -> None:
         """The lines above the table on a terminal: where things are, what to try."""
@@ -249,6 +288,10 @@ class Sandbox:
         await self.control.close()
         await asyncio.gather(*self._key_tasks, return_exceptions=True)
         await self.children.stop(CHILD_GRACE)
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
+            self._metrics_server = None
+            (self.state_dir / METRICS_FILE).unlink(missing_ok=True)
         await self.fleet.stop()
         if self._api is not None:
             with contextlib.suppress(Exception):
@@ -377,4 +420,6 @@ class Sandbox:
         for c in self.children.statuses():
             state = f"running, pid {c.pid}" if c.running else f"exited {c.last_exit}"
             lines.append(f"  {c.name}: {state}, starts {c.starts}, log {c.log_path}")
+        for name, address in sorted(self.metrics.items()):
+            lines.append(f"  metrics of {name}: http://{address}/metrics")
         return lines
