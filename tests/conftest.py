@@ -3,15 +3,32 @@ clock for tests that assert how long things take."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Coroutine
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+import structlog
 
 from kubemu import ApiServer
 from virtual_clock import run_virtual as _run_virtual  # tests/virtual_clock.py
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """Logging configured by a test (a CLI's main configures it for the process, at warning)
+    is undone after it, so a later test that captures info lines still sees them."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 @pytest_asyncio.fixture

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from eipctl.core import liveness_filter
 from eipctl.core.liveness_wire import (
     NEVER_MS,
     Flag,
@@ -178,6 +179,15 @@ async def test_the_fenced_flag_passes_through(prober) -> None:
         await node.wait_closed()
 
 
+@pytest.fixture
+def every_refusal_sampled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel filter lets every refusal it makes through to be counted (weight 1), not one
+    in 2**SAMPLE_SHIFT at random: a test waiting for N counted refusals then needs N probes,
+    not a random number of them (one in 64 at 50 probes a second missed 5 s now and then)."""
+    monkeypatch.setattr(liveness_filter, "SAMPLE_SHIFT", 0)
+
+
+@pytest.mark.usefixtures("every_refusal_sampled")
 async def test_a_responder_ignores_probes_for_another_node(responder, prober) -> None:
     node_a = responder("node-a")
     await node_a.start("127.0.0.1", 0)
@@ -189,6 +199,7 @@ async def test_a_responder_ignores_probes_for_another_node(responder, prober) ->
     assert node_a.last_probe_at is None
 
 
+@pytest.mark.usefixtures("every_refusal_sampled")
 async def test_a_probe_with_the_wrong_key_gets_no_reply_and_is_counted(responder, prober) -> None:
     node = responder()
     await node.start("127.0.0.1", 0)

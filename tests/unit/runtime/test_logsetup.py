@@ -5,26 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import structlog
 
 from eipctl.runtime.logsetup import configure_logging
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        yield
-    finally:
-        structlog.configure(**saved)
-        root.handlers[:] = handlers
-        root.setLevel(level)
 
 
 class ClosedPipe:
