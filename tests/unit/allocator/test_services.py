@@ -424,3 +424,41 @@ async def test_a_pool_that_refuses_the_namespace_is_named_as_the_cause_as_why_na
     found = explain(snapshot, "default", "web", datetime.now(UTC))
     assert found is not None and found.cause == "NoPool"
     assert found.reason.startswith(message)
+
+
+# --- why an IP was taken back ------------------------------------------------------------
+async def test_a_load_balancer_switched_to_cluster_ip_is_released_as_such() -> None:
+    """#33: a class-based LoadBalancer switched to ClusterIP had its IP released "annotation
+    removed", an annotation it never had. The Released Event says what happened; a Service
+    whose annotation did go still says so."""
+    cluster = Cluster()
+    cluster.add(IPCLAIMPOOLS, pool())
+    lb = service("lb")
+    lb["metadata"]["annotations"] = {}
+    lb["spec"] |= {"type": "LoadBalancer", "loadBalancerClass": "eipctl.io/external-ip"}
+    cluster.add(SERVICES, lb)
+    cluster.add(SERVICES, service("web", port=443))
+    reconciler, _ = await cluster.start()
+    for key in ("default/lb", WEB):
+        await reconcile(reconciler, key)
+    switched = cluster.api.objects[("services", "default/lb")]
+    switched["spec"]["type"] = "ClusterIP"
+    del switched["spec"]["loadBalancerClass"]
+    cluster.add(SERVICES, switched)
+    unannotated = cluster.api.objects[("services", WEB)]
+    del unannotated["metadata"]["annotations"]["external-ip"]
+    cluster.add(SERVICES, unannotated)
+    cluster.events.posted.clear()
+
+    for key in ("default/lb", WEB):
+        await reconcile(reconciler, key)
+
+    assert cluster.events.posted == [
+        (
+            "Normal",
+            "Released",
+            f"released {FIRST_FREE} (pool p): no longer a LoadBalancer (now type ClusterIP) "
+            "and no external-ip annotation",
+        ),
+        ("Normal", "Released", f"released {NEXT_FREE} (pool p): annotation removed"),
+    ]
