@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="eipctl",
         description="External IPs for Kubernetes Services: allocated, placed, announced.",
     )
+    parser.add_argument("--version", action="version", version=f"eipctl {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)

@@ -66,7 +66,10 @@ class LeaderSettings:
         os.environ.get("POD_NAMESPACE", "eipctl-system"), parse_text, "namespace of the Lease"
     )
     identity: str = setting(
-        _default_identity(), parse_text, "holder identity in the Lease (default: pod name)"
+        _default_identity(),
+        parse_text,
+        "holder identity in the Lease",
+        shown="$POD_NAME, else HOSTNAME-PID",
     )
     lease_duration: float = setting(
         "1s", positive_duration, "how long a Lease is valid after its last renewal"

@@ -63,6 +63,8 @@ class FlagSpec:
     default: str | None
     help: str
     metavar: str | None = None
+    shown: str = ""
+    """The default as ``--help`` says it, when it is worked out at start (the pod name...)."""
     renamed_to: str = ""
     """This is the old name of flag ``renamed_to``: still read, with a deprecation warning
     (`Deprecation`), and its value goes to the new flag unless that was set as firmly."""
@@ -79,7 +81,7 @@ class FlagSpec:
 def add_flags(parser: argparse.ArgumentParser, specs: Sequence[FlagSpec]) -> None:
     """Register specs on a parser; values stay raw strings until `resolve`."""
     for spec in specs:
-        shown = "unset" if spec.default is None else repr(spec.default)
+        shown = spec.shown or ("unset" if spec.default is None else repr(spec.default))
         extra: dict[str, Any] = {}
         if spec.parse is parse_bool:  # `--rebalance` alone means true; `--rebalance=false` works
             extra = {"nargs": "?", "const": "true", "metavar": "BOOL"}
@@ -240,16 +242,23 @@ _FLAG_KEY = "eipctl_flag"
 
 
 def setting(
-    default: str | None, parse: Callable[[str], Any], help: str, *, renamed_to: str = ""
+    default: str | None,
+    parse: Callable[[str], Any],
+    help: str,
+    *,
+    shown: str = "",
+    renamed_to: str = "",
 ) -> Any:
     """A dataclass field that is also a flag: `default` is the flag's text, parsed once here.
+
+    ``shown``: how ``--help`` states a default worked out at start (else the value itself).
 
     ``renamed_to``: this field is the deprecated old name of that flag (dashed); leave its
     default None and read the new field only (`resolve` carries the value over).
     """
     value = None if default is None else parse(default)
     return dataclasses.field(
-        default=value, metadata={_FLAG_KEY: (default, parse, help, renamed_to)}
+        default=value, metadata={_FLAG_KEY: (default, parse, help, shown, renamed_to)}
     )
 
 
@@ -257,7 +266,7 @@ def flag_specs(cls: type) -> list[FlagSpec]:
     """The flags a settings dataclass declares, in field order."""
     specs = []
     for f in dataclasses.fields(cls):
-        default, parse, help_text, renamed_to = f.metadata[_FLAG_KEY]
+        default, parse, help_text, shown, renamed_to = f.metadata[_FLAG_KEY]
         name = f.name.replace("_", "-")
-        specs.append(FlagSpec(name, parse, default, help_text, renamed_to=renamed_to))
+        specs.append(FlagSpec(name, parse, default, help_text, shown=shown, renamed_to=renamed_to))
     return specs

@@ -1,6 +1,7 @@
 """The CLI as a user meets it: help, precedence of flag > env > file > default, exit 2 on bad values."""
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -281,3 +282,27 @@ def test_nothing_is_imported_by_name_to_hide_it_from_the_import_contracts() -> N
 
     packages = {c.module.split(":")[0].split(".")[1] for c in COMMANDS}
     assert packages == {"allocator", "scheduler", "controller", "nodeips"}
+
+
+def test_version_is_also_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """#33: `eipctl --version` failed; only `eipctl version` worked."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("eipctl ")
+
+
+def test_identity_help_names_one_default() -> None:
+    """#33: `--identity`'s help printed two defaults ("pod name" and this host's name-pid)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "eipctl", "scheduler", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "POD_NAME": ""},
+    ).stdout
+    text = " ".join(out.split())
+    start = text.index("--identity IDENTITY holder")
+    identity = text[start : text.index("--lease-duration", start)]
+    assert identity.count("default") == 1, identity
+    assert "(default: $POD_NAME, else HOSTNAME-PID; env EIPCTL_IDENTITY)" in identity
