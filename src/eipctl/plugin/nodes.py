@@ -13,8 +13,9 @@ from eipctl.core.claims import bound_node_of, phase_of, spec_of
 from eipctl.core.conditions import Condition, find_condition, readable_conditions
 from eipctl.core.fields import Obj, ResourceError, labels_of, name_of, parse_time
 from eipctl.core.ipnode import ELIGIBLE, LIVE, REASON_FENCED
+from eipctl.core.naming import natural_key
 from eipctl.core.resources import IpClaimPool
-from eipctl.plugin.snapshot import Snapshot, age, natural_key
+from eipctl.plugin.snapshot import Snapshot, age
 
 
 @dataclass(frozen=True)
