@@ -462,3 +462,23 @@ async def test_a_load_balancer_switched_to_cluster_ip_is_released_as_such() -> N
         ),
         ("Normal", "Released", f"released {NEXT_FREE} (pool p): annotation removed"),
     ]
+
+
+async def test_a_released_service_keeps_no_eipctl_annotation() -> None:
+    """#33: `eipctl.io/write-id` (the writer's stamp) stayed on a Service after its IP was
+    released; with the IP gone, no annotation of eipctl's is left on it."""
+    cluster = Cluster()
+    cluster.add(IPCLAIMPOOLS, pool())
+    cluster.add(SERVICES, service("web"))
+    reconciler, _ = await cluster.start()
+    await reconcile(reconciler, WEB)
+    held = cluster.api.objects[("services", WEB)]
+    assert "eipctl.io/write-id" in held["metadata"]["annotations"]  # while it holds the IP
+    del held["metadata"]["annotations"]["external-ip"]
+    cluster.add(SERVICES, held)
+
+    await reconcile(reconciler, WEB)
+
+    released = cluster.api.objects[("services", WEB)]
+    assert cluster.ips_of(WEB) == []
+    assert released["metadata"]["annotations"] == {}
