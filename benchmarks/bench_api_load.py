@@ -5,7 +5,7 @@ Sandbox`, driven directly, without its live table) runs in a fresh process: the 
 and N simulated nodes (the real `NodeController`, in-memory links, each answering the
 scheduler's authenticated liveness probes over real UDP on its own 127.1.x.y) in that
 process's loop, the real `eipctl allocator` and `eipctl scheduler` as child processes with
-their default flags (probe interval 100 ms, node timeout 400 ms). Once every Service has its
+their default flags (probe interval 100 ms, liveness timeout 400 ms). Once every Service has its
 claim Bound and every IpNode is Live, after `--settle` seconds, it measures over `--window`
 seconds (at least 10):
 
@@ -112,7 +112,7 @@ def main() -> int:
     print(f"machine: {machine()}", flush=True)
     print(
         f"window {window:g}s after {args.settle:g}s of steady state; {args.services} Services; "
-        "scheduler and allocator with default flags (probes every 100ms, node timeout 400ms)",
+        "scheduler and allocator with default flags (probes every 100ms, liveness timeout 400ms)",
         flush=True,
     )
     results = []

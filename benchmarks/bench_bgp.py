@@ -17,7 +17,7 @@ sessions Established with BFD Up and stable for 1 s):
 3. fence: a node's controller cut from the API and its liveness path (`bed.cut_from_api`,
    `bed.cut_liveness`; since [stability] a cut from the API alone fences nothing) -> its next
    hop withdrawn
-   (the controller fences after --node-timeout 2.5 s and removes its addresses, FRR withdraws);
+   (the controller fences after --fence-timeout 2.5 s and removes its addresses, FRR withdraws);
    reconnected -> the next hop back.
 4. new: a Service created in a bgp pool -> external IP set, claim Bound, route at the router,
    first answer at the far client (time to a routed IP); also for a policy-all pool (route
@@ -880,8 +880,8 @@ def main() -> int:
     print(f"machine: {machine()}")
     print(f"started {now}, commit {commit()}")
     print(
-        "settings: eipctl defaults (liveness probes every 100ms, scheduler node timeout 400ms, "
-        "controller API node timeout 2.5s, address lifetime 2s); router bird, BFD "
+        "settings: eipctl defaults (liveness probes every 100ms, scheduler liveness timeout 400ms, "
+        "controller fence timeout 2.5s, address lifetime 2s); router bird, BFD "
         f"{BFD_MULTIPLIER} x {BFD_INTERVAL_MS} ms, hold 9s; 3 nodes; far client probe every "
         f"{PROBE_INTERVAL * 1000:.0f} ms, timeout {PROBE_TIMEOUT * 1000:.0f} ms"
     )

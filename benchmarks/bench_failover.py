@@ -108,8 +108,8 @@ def main() -> int:
     install_signal_handlers()
     print(f"machine: {machine()}")
     print(
-        "settings: eipctl defaults (liveness probes every 100ms, scheduler node timeout "
-        "400ms, controller API node timeout 2.5s, lease 1s)"
+        "settings: eipctl defaults (liveness probes every 100ms, scheduler liveness timeout "
+        "400ms, controller fence timeout 2.5s, lease 1s)"
     )
     with LocalBed(BedOptions(nodes=args.nodes, fast=False, log_level="info")) as bed:
         bed.reset()

@@ -1,6 +1,6 @@
 """Liveness settings: detection time against false deaths with both cores saturated.
 
-For each setting (scheduler `--liveness-interval I --node-timeout T`, controller
+For each setting (scheduler `--liveness-interval I --liveness-timeout T`, controller
 `--probe-silence T`), on a fresh bed of 3 nodes with eipctl's other defaults and 6 Services:
 
 1. Detection: the node holding a Service's claim is killed (controller SIGKILLed, link down)
@@ -254,7 +254,7 @@ def run_setting(setting: str, args: argparse.Namespace, seconds: float) -> Row:
         nodes=3,
         fast=False,
         log_level="info",
-        scheduler_flags=["--liveness-interval", interval, "--node-timeout", timeout],
+        scheduler_flags=["--liveness-interval", interval, "--liveness-timeout", timeout],
         controller_flags=["--probe-silence", timeout],
     )
     print(
@@ -310,8 +310,8 @@ def main() -> int:
     install_signal_handlers()
     print(f"machine: {machine()}")
     print(
-        "settings: scheduler --liveness-interval/--node-timeout as listed, controller "
-        "--probe-silence = the node timeout; other flags eipctl's defaults"
+        "settings: scheduler --liveness-interval/--liveness-timeout as listed, controller "
+        "--probe-silence = the liveness timeout; other flags eipctl's defaults"
     )
     rows = []
     for setting in [s.strip() for s in args.settings.split(",") if s.strip()]:

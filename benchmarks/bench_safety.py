@@ -7,7 +7,7 @@ answered, the longest client outage, who answered, and whether one MAC answers a
 (after the fault is healed and the bed has settled). Cases:
 
 1. api-cut: the holder is cut off from the API only (its relay drops, 4 s > the controller's
-   2.5 s node timeout). Expected since [stability]: it keeps answering and keeps its claims
+   2.5 s fence timeout). Expected since [stability]: it keeps answering and keeps its claims
    (the scheduler leader still hears it and vouches for what it holds): nothing moves, no
    outage, no double answer.
 2. liveness-cut: the holder's liveness UDP is dropped (nftables in its namespace, 3 s).

@@ -6,13 +6,13 @@ process, as a user would run it: the API emulator and N simulated nodes (the rea
 `NodeController`, answering the scheduler's authenticated UDP liveness probes on its own
 127.1.x.y; past 300 nodes in worker processes) in one process, the real `eipctl allocator`
 and `eipctl scheduler` (one replica each) as its children, with their default flags (probes
-every 100 ms, node timeout 400 ms). Once every Service's claim is Bound and every IpNode Live,
+every 100 ms, liveness timeout 400 ms). Once every Service's claim is Bound and every IpNode Live,
 after `--settle` seconds, `stress-ng --cpu <workers>` (default one per core, default nice)
 saturates every core for `--stress-seconds`, no fault injected. Counted in that window and
 `--after` seconds past it:
 
 - claims whose spec.nodeName changed (read every 0.5 s through the sandbox's kubeconfig),
-- the scheduler's `node.dead` lines (the node timeout passed without a reply: its dead-node
+- the scheduler's `node.dead` lines (the liveness timeout passed without a reply: its dead-node
   count; the scheduler runs without a metrics port in the sandbox, so its log is the
   record), `liveness.stalled` and `node.fenced_reply` lines,
 - the simulated controllers' `node.fenced` / `node.restored` / `liveness.probes_stopped`
@@ -345,7 +345,7 @@ def main() -> int:
     print(f"machine: {machine()}")
     print(
         f"eipctl sandbox run --nodes {args.nodes} --services {args.services} --log-level info "
-        "(scheduler and allocator with default flags: probes 100ms, node timeout 400ms)",
+        "(scheduler and allocator with default flags: probes 100ms, liveness timeout 400ms)",
         flush=True,
     )
     where = Path(tempfile.mkdtemp(prefix="bench-sandbox-stress-"))

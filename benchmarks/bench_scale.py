@@ -11,7 +11,7 @@ For each cell of the grid (--nodes x --services; by default 10, 100, 1,000 nodes
 - N simulated nodes (`eipctl.sandbox.scale_nodes.ScaleNode`) in --workers processes
   (`python -m eipctl.sandbox.scale_worker`), started and registered before the schedulers;
 - the real ``eipctl allocator`` and --replicas real ``eipctl scheduler`` processes with
-  their default flags (probes every 100 ms per replica, node timeout 400 ms).
+  their default flags (probes every 100 ms per replica, liveness timeout 400 ms).
 
 What a simulated node does: the real `LivenessResponder` (real UDP datagrams, wire format,
 HMAC, kernel filter) on its own 127.1.x.y address; the real IpNode registration

@@ -4,7 +4,7 @@ No scheduler probes it here. Alone in the cluster, a controller cut off from the
 its addresses: nobody could move them (it is more than half of the nodes by itself,
 docs/liveness.md "Outages"). With a second IpNode whose controller does not answer (a peer
 that cannot confirm the outage), it removes its addresses once its last API answer is
---node-timeout old and nobody vouches for it, takes them back when the path returns, and
+--fence-timeout old and nobody vouches for it, takes them back when the path returns, and
 fences as fast on a second cut right after (it proves the API reachable with reads every
 --api-check-interval); a frozen controller (SIGSTOP) cannot remove anything, so its addresses
 expire in the kernel within --address-lifetime.
@@ -30,9 +30,9 @@ pytestmark = [pytest.mark.netns]
 if (_reason := why_unavailable()) is not None:
     pytestmark.append(pytest.mark.skip(reason=_reason))
 
-NODE_TIMEOUT = 0.5
+FENCE_TIMEOUT = 0.5
 LIFETIME = 3.0
-assert TIMINGS["node-timeout"] == "500ms" and TIMINGS["address-lifetime"] == "3s"
+assert TIMINGS["fence-timeout"] == "500ms" and TIMINGS["address-lifetime"] == "3s"
 
 
 SILENT_PEER = {
@@ -41,8 +41,8 @@ SILENT_PEER = {
 }
 """An IpNode whose liveness endpoint (the peer namespace, where nothing listens) never
 answers: the controller counts two nodes and can confirm nothing alone."""
-FENCE_MOST = NODE_TIMEOUT + 0.2 + 0.2 + 0.5
-"""--node-timeout, then at the deadline one more API check (bounded by the check interval)
+FENCE_MOST = FENCE_TIMEOUT + 0.2 + 0.2 + 0.5
+"""--fence-timeout, then at the deadline one more API check (bounded by the check interval)
 and the peers' round (half the probe silence), and slack for a busy machine."""
 
 
@@ -53,7 +53,7 @@ async def test_alone_and_cut_off_from_the_api_it_keeps_its_addresses(r: Rig) -> 
     await eventually(lambda: r.has("203.0.113.7/32"))
     offset = proc.log_size()
     await r.relay.cut()
-    await asyncio.sleep(NODE_TIMEOUT * 6)
+    await asyncio.sleep(FENCE_TIMEOUT * 6)
     assert r.has("203.0.113.7/32"), "nobody could move it: it holds"
     assert "outage.holding" in proc.log_since(offset)
     assert "node.fenced" not in proc.log_since(offset)

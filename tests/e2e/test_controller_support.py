@@ -59,7 +59,7 @@ ECHO_PORT = 7007
 # 200 ms prove the API reachable, and 500 ms without an answer fences.
 TIMINGS = {
     "api-check-interval": "200ms",
-    "node-timeout": "500ms",
+    "fence-timeout": "500ms",
     "address-lifetime": "3s",
     "resync-interval": "2s",
     "probe-timeout": "150ms",

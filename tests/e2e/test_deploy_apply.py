@@ -478,7 +478,7 @@ async def test_each_container_command_line_is_valid_for_its_command(
     assert isinstance(ctl, ControllerSettings) and isinstance(sched, SchedulerSettings)
     # when the probes stop for as long as it takes the scheduler to declare the node dead,
     # the controller checks the API at once and fences if it is cut off (docs/liveness.md)
-    assert ctl.probe_silence <= sched.node_timeout
+    assert ctl.probe_silence <= sched.liveness_timeout
     assert ctl.liveness_address == POD_FIELDS["status.hostIP"]  # the downward API's host IP
     # both read the same keys (the one Secret), and they make a keyring
     ctl_keys = Path(ctl.liveness_key_file).read_bytes()

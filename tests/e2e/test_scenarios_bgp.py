@@ -192,7 +192,7 @@ def test_a_killed_node_s_traffic_moves_to_another_node(bed: LocalBed) -> None:
         f"longest outage {outage:.2f}s"
     )
     assert withdrawn < BFD_DETECT + SLACK
-    assert outage < 0.4 + BFD_DETECT + 2 * SLACK  # node timeout, BFD, announcement
+    assert outage < 0.4 + BFD_DETECT + 2 * SLACK  # liveness timeout, BFD, announcement
 
 
 def test_with_policy_all_a_killed_node_only_leaves_the_ecmp_group(bed: LocalBed) -> None:
@@ -223,7 +223,7 @@ def test_a_fenced_controller_withdraws_its_routes(bed: LocalBed) -> None:
     bed.router.wait_routes(ip, next_hops(bed, nodes), timeout=15)
     victim = nodes[-1]
     bed.cut_from_api(victim)
-    time.sleep(2.5 + 2.0)  # past its --node-timeout: it holds, vouched for
+    time.sleep(2.5 + 2.0)  # past its --fence-timeout: it holds, vouched for
     assert ip in on_bgp_link(bed, victim)
     bed.router.wait_routes(ip, next_hops(bed, nodes), timeout=1)
     cut_at = time.monotonic()

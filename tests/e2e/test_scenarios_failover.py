@@ -23,9 +23,9 @@ from eipctl.sandbox.testbed.checks import (
 pytestmark = [pytest.mark.netns]
 
 ANNOUNCE_WINDOW = 3 * 1.1  # controller defaults: --announce-count 3, --announce-interval 1.1s
-API_NODE_TIMEOUT = 2.5  # controller --node-timeout: no API answer this long -> fence
+API_FENCE_TIMEOUT = 2.5  # controller --fence-timeout: no API answer this long -> fence
 API_CHECK_INTERVAL = 1.0  # controller --api-check-interval: the last answer may be this old
-PROBE_SILENCE = 0.4  # controller --probe-silence (= the scheduler's --node-timeout)
+PROBE_SILENCE = 0.4  # controller --probe-silence (= the scheduler's --liveness-timeout)
 HEARTBEAT_INTERVAL = 10.0  # controller --heartbeat-interval
 SLACK = 1.0  # a loaded 2-core machine: process wake-ups, netlink, the watch event
 
@@ -145,7 +145,7 @@ def test_a_node_cut_off_from_the_api_only_keeps_its_ips_and_nothing_moves(
         cut_at = time.monotonic()
         wait_for(
             lambda: bed.log_lines({controller: logs[controller]}, "outage.hold"),
-            HEARTBEAT_INTERVAL + API_NODE_TIMEOUT + SLACK,
+            HEARTBEAT_INTERVAL + API_FENCE_TIMEOUT + SLACK,
             what=f"{controller} to report that it holds through its API outage",
         )
         time.sleep(max(0.0, 10.0 - (time.monotonic() - cut_at)) + 2.0)
@@ -177,7 +177,7 @@ def test_a_node_cut_off_from_the_api_lets_go_when_a_change_it_cannot_see_comes(
     watch = bed.client.start_arp_watch(moving[1:], period=0.05)
     try:
         bed.cut_from_api(victim)
-        time.sleep(3.0)  # past --node-timeout: it holds because the leader vouches for it
+        time.sleep(3.0)  # past --fence-timeout: it holds because the leader vouches for it
         assert bed.holders(moving[-1]) == [victim]
         changed_at = time.monotonic()
         bed.kube.delete_service(service)
@@ -255,13 +255,13 @@ def test_a_node_cut_off_from_api_and_liveness_fences_at_once(
     bed = local_bed
     before, victim, moving = _spread_and_pick(bed, "both")
 
-    # the probes stop, its API check fails: it fences now, not --node-timeout later
+    # the probes stop, its API check fails: it fences now, not --fence-timeout later
     cuts = (bed.cut_from_api, bed.cut_liveness)
     fenced_in, after, watch = _cut_until_fenced(bed, victim, moving, *cuts)
 
     print(f"{victim} fenced {fenced_in:.2f}s after losing the API and the liveness path")
     # probe silence, then one API check that gets no answer (it waits at most the silence):
-    # well before --node-timeout after its last API answer, which would take 1.5-2.5 s
+    # well before --fence-timeout after its last API answer, which would take 1.5-2.5 s
     at_once = 2 * PROBE_SILENCE + SLACK / 2
     assert fenced_in <= at_once, f"fenced after {fenced_in:.2f}s"
     # from the new holder's add until the fence

@@ -30,7 +30,7 @@ NODES = 5
 VICTIM, LIAR = "node-0", "node-4"
 HONEST = ("node-1", "node-2", "node-3")
 CUT_TABLE = "eipctl_e2e_peer_cut"
-API_NODE_TIMEOUT = 2.5  # controller --node-timeout: no API answer this long -> fence
+API_FENCE_TIMEOUT = 2.5  # controller --fence-timeout: no API answer this long -> fence
 SLACK = 1.5  # a loaded 2-core machine running two beds
 
 LIAR_SCRIPT = r"""
@@ -162,7 +162,7 @@ def test_a_taken_over_node_cannot_keep_a_cut_off_neighbour_holding(
     controller = f"controller-{VICTIM}"
 
     bed.freeze_controller(LIAR)  # its root silences the honest controller of node-4
-    liar = _start_liar(bed, seconds=API_NODE_TIMEOUT + 4 * SLACK)
+    liar = _start_liar(bed, seconds=API_FENCE_TIMEOUT + 4 * SLACK)
     watch = bed.client.start_arp_watch(held, period=0.05)
     try:
         assert liar.stdout is not None
@@ -173,14 +173,14 @@ def test_a_taken_over_node_cannot_keep_a_cut_off_neighbour_holding(
         cut_at = time.monotonic()
         wait_for(
             lambda: not bed.node(VICTIM).external_addresses(),
-            API_NODE_TIMEOUT + 2 * SLACK,
+            API_FENCE_TIMEOUT + 2 * SLACK,
             interval=0.02,
             what=f"{VICTIM} to let go although node-4 lies for everyone",
         )
         let_go = time.monotonic() - cut_at
         after = wait_moved_off(bed, held, VICTIM)
         time.sleep(0.3)  # the watch sees the new holders answer
-        out, err = liar.communicate(timeout=API_NODE_TIMEOUT + 4 * SLACK + 30)
+        out, err = liar.communicate(timeout=API_FENCE_TIMEOUT + 4 * SLACK + 30)
         assert liar.returncode == 0, err
         seen, sent = (int(x) for x in out.split())  # the line after "ready"
     finally:
@@ -204,6 +204,6 @@ def test_a_taken_over_node_cannot_keep_a_cut_off_neighbour_holding(
         assert watch.all_macs(ip) <= {bed.mac_of(VICTIM), bed.mac_of(after[ip])}
         double = watch.longest_double_answer(ip)
         print(f"{ip}: two MACs answered ARP for {double:.2f}s at most")
-        assert double <= API_NODE_TIMEOUT + SLACK, f"{ip}: two holders for {double:.2f}s"
+        assert double <= API_FENCE_TIMEOUT + SLACK, f"{ip}: two holders for {double:.2f}s"
     bed.wait_in_service(bed.node_names, 30)
     assert placement(bed.kube.claims()).keys() == placed.keys()

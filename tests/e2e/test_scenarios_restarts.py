@@ -87,7 +87,7 @@ def test_a_restarted_controllers_ips_never_stop_answering(local_bed: LocalBed, h
                 f"{series.answerers(ip)}; back in service after {back_after:.2f}s; "
                 f"the scheduler said: {bed.log_lines(scheduler_logs, 'object.event', 'node.dead')}"
             )
-        # SIGKILL gives no grace: if the restart outlasts the node timeout the IPs may move
+        # SIGKILL gives no grace: if the restart outlasts the liveness timeout the IPs may move
         # (take-over by MAC, make before break), but they must never stop answering
         assert outage <= 0.1, f"{ip} stopped answering for {outage * 1000:.0f} ms"
     if how == "SIGTERM":

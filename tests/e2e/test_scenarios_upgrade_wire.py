@@ -44,7 +44,7 @@ PREVIOUS = "ec7e7f0b08fd233611bc72ff239d03d459adfef2"
 """main before the release that holds through outages (session 7's last commit)."""
 MAX_OUTAGE = 0.1
 RACE_WINDOW = 0.8
-"""Two node timeouts: a death this soon after a restart grace was seen is the old race."""
+"""Two liveness timeouts: a death this soon after a restart grace was seen is the old race."""
 FIELD = re.compile(r"(\w+)=('[^']*'|\S+)")
 
 

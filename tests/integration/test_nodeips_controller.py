@@ -32,7 +32,7 @@ SETTINGS = NodeSettings(
     node="n1",
     link="eth0",
     api=ApiSettings(heartbeat_interval=0.05),
-    fencing=FencingSettings(node_timeout=0.4),
+    fencing=FencingSettings(fence_timeout=0.4),
     addresses=AddressSettings(lifetime=2.0, resync_interval=0.5),
 )
 

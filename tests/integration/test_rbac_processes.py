@@ -99,16 +99,16 @@ STORAGE = {
     ),
 }
 OFF = parse_bind_address("0")
-# test timings: the controllers' node-timeout stays <= the scheduler's (docs/controller.md)
+# test timings: the controllers' fence-timeout stays <= the scheduler's liveness-timeout (docs/controller.md)
 CONTROLLER = NodeSettings(
     node="",  # each `Node` its own
     link="eth0",
     # restart_grace: a clean stop writes status.restartGraceSeconds: judged too
     api=ApiSettings(heartbeat_interval=0.05, restart_grace=0.3),
-    fencing=FencingSettings(node_timeout=0.4),
+    fencing=FencingSettings(fence_timeout=0.4),
     addresses=AddressSettings(lifetime=2.0, resync_interval=0.5),
 )
-SCHEDULER_NODE_TIMEOUT = 0.6
+SCHEDULER_LIVENESS_TIMEOUT = 0.6
 # the process's default --bgp-link: every controller watches the pools (how each announces)
 BGP_LINK = ControllerSettings.bgp_link  # the field's default
 BGP_SECRETS = ControllerSettings.bgp_secret_namespace  # the field's default: eipctl-bgp
@@ -282,7 +282,7 @@ async def test_each_process_does_its_whole_job_with_its_own_service_account(
             kubeconfig=str(cluster.kubeconfig("eipctl-scheduler")),
             identity="scheduler-0",
             lease_namespace=NS,
-            node_timeout=SCHEDULER_NODE_TIMEOUT,
+            liveness_timeout=SCHEDULER_LIVENESS_TIMEOUT,
             orphan_grace_period=0.5,
             metrics_bind_address=OFF,
             health_probe_bind_address=OFF,

@@ -64,7 +64,7 @@ def test_exhausted_pool_waits_with_a_problem_and_overflows_to_the_next() -> None
 @pytest.mark.parametrize(
     ("annotations", "reason", "text"),
     [
-        ({"external-ip": "auto", "external-ip-pool": "nope"}, "NoPool", "nope not found"),
+        ({"external-ip": "auto", "external-ip-pool": "nope"}, "NoPool", "pool nope does not exist"),
         ({"external-ip": "203.0.113.9"}, "IPNotInPool", "203.0.113.9 is not in any pool"),
         ({"external-ip": "bogus"}, "InvalidAnnotation", "'bogus' is neither"),
     ],

@@ -46,7 +46,13 @@ def test_each_mark_on_a_kept_ip_says_why_in_full() -> None:
     cases = [
         ("192.0.2.1", "deleting", "PoolDeleting", "pool 'deleting' is being deleted"),
         ("192.0.2.12", "small", "OutsidePool", "192.0.2.12 is no longer in pool 'small'"),
-        ("192.0.2.17", "picky", "NotAdmitted", "pool 'picky' no longer admits the Service"),
+        (
+            "192.0.2.17",
+            "picky",
+            "NotAdmitted",
+            "pool 'picky' no longer admits it: pool picky's serviceSelector t=x does not match "
+            "the Service's labels (none)",
+        ),
         ("192.0.2.25", "manual", "NotAdmitted", "pool 'manual' no longer has autoAssign"),
         ("198.51.100.1", "gone", "PoolNotFound", "pool 'gone' does not exist"),
     ]
@@ -89,10 +95,11 @@ def test_a_literal_held_in_a_named_pool_is_kept() -> None:
 
 
 def test_no_pool_problems_name_what_was_wanted() -> None:
-    why = "no Ready autoAssign pool of that family admits the Service"
     book = book_with(pool("v4", "192.0.2.0/30"))
     six = book.plan("default/web", svc(ip_families=(6,)))
-    assert six.problems == (Problem("NoPool", f"no pool can give an IPv6 address: {why}", True),)
+    family = "pool v4 gives IPv4, the Service wants IPv6"
+    assert six.problems == (Problem("NoPool", f"no pool can give an IPv6 address: {family}", True),)
+    why = "there is no IpClaimPool at all"
     empty = AllocationBook()
     anything = empty.plan("default/web", svc())
     assert anything.problems == (Problem("NoPool", f"no pool can give an IP: {why}", True),)
@@ -139,12 +146,22 @@ def test_literal_problems_in_full() -> None:
     book = book_with(pool("a", "192.0.2.0/30"), pool("b", "192.0.2.4/30"))
     plan = book.plan("default/web", svc(annotations=literal("198.51.100.1")))
     assert plan.problems == (
-        Problem("IPNotInPool", "198.51.100.1 is not in any pool that admits the Service", True),
+        Problem(
+            "IPNotInPool",
+            "198.51.100.1 is not in any pool that admits the Service: pool a (192.0.2.0/30) does "
+            "not contain 198.51.100.1; pool b (192.0.2.4/30) does not contain 198.51.100.1",
+            True,
+        ),
     )
     named = literal("198.51.100.1", **{"external-ip-pool": "a,b"})
     plan = book.plan("default/web", svc(annotations=named))
     assert plan.problems == (
-        Problem("IPNotInPool", "198.51.100.1 is not in pool a, b that admits the Service", True),
+        Problem(
+            "IPNotInPool",
+            "198.51.100.1 is not in pool a, b that admits the Service: pool a (192.0.2.0/30) "
+            "does not contain 198.51.100.1; pool b (192.0.2.4/30) does not contain 198.51.100.1",
+            True,
+        ),
     )
 
 
@@ -331,10 +348,39 @@ def test_services_of_one_key_wait_for_the_ip_the_first_is_reserving() -> None:
 def test_why_no_named_pool_can_give_an_ip() -> None:
     book = book_with(pool("a", "192.0.2.0/29", problem="bad"), pool("b", "192.0.2.8/29"))
     missing = book.plan("default/web", svc(annotations={**AUTO, "external-ip-pool": "x,y"}))
-    assert missing.problems[0].message.endswith(": pool x, y not found")
+    assert missing.problems[0].message.endswith(": pool x does not exist; pool y does not exist")
     unready = svc(annotations={**AUTO, "external-ip-pool": "a,b"}, ip_families=(6,))
     plan = book.plan("default/web", unready)
-    assert plan.problems[0].message.endswith(": pool a, b is not Ready or does not admit it")
+    assert plan.problems[0].message.endswith(
+        ": pool a is not Ready: bad; pool b gives IPv4, the Service wants IPv6"
+    )
+
+
+def test_a_pinned_pool_that_refuses_the_namespace_says_so_not_maybe_not_ready() -> None:
+    """#33: a Service pinned to a Ready pool whose namespaceSelector refuses it was told
+    "pool a-team is not Ready or does not admit it"; the message names the one real cause."""
+    team = pool(
+        "a-team", "192.0.2.0/29", namespace_selector=LabelSelector(match_labels={"team": "a"})
+    )
+    book = book_with(team)
+    pinned = svc(annotations={**AUTO, "external-ip-pool": "a-team"})
+    plan = book.plan("default/web", pinned, {"team": "b"})
+    assert plan.problems == (
+        Problem(
+            "NoPool",
+            "no pool can give an IP: pool a-team's namespaceSelector team=a does not match "
+            "namespace default's labels (team=b)",
+            True,
+        ),
+    )
+    selected = pool(
+        "web-only", "192.0.2.8/29", service_selector=LabelSelector(match_labels={"tier": "web"})
+    )
+    plan = book_with(selected).plan("default/web", svc(), {})
+    assert plan.problems[0].message == (
+        "no pool can give an IP: pool web-only's serviceSelector tier=web does not match the "
+        "Service's labels (none)"
+    )
 
 
 def test_an_auto_service_of_the_key_waits_for_a_literal_being_reserved() -> None:

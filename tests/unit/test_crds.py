@@ -106,6 +106,38 @@ def test_all_crds_present() -> None:
     assert set(CRDS) == {"IpClaimPool", "IpClaim", "IpNode", "BGPPeer"}
 
 
+def defaulted_fields(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, Any, str]]:
+    """(path, default, description) of every property of a schema that has a default."""
+    for name, prop in (schema.get("properties") or {}).items():
+        where = f"{path}.{name}" if path else name
+        if "default" in prop:
+            yield where, prop["default"], str(prop.get("description", ""))
+        yield from defaulted_fields(prop, where)
+        if isinstance(prop.get("items"), dict):
+            yield from defaulted_fields(prop["items"], f"{where}[]")
+
+
+def test_the_install_table_counts_and_names_every_crd() -> None:
+    """#33: docs/operations.md said "the three CRDs"; there are four."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    [row] = [line for line in text.splitlines() if "| `crds/` |" in line]
+    words = {3: "three", 4: "four", 5: "five"}
+    assert f"the {words[len(CRDS)]} CRDs" in row
+    assert all(kind in row for kind in CRDS)
+
+
+def test_a_default_is_said_in_the_description() -> None:
+    """#33: autoAssign defaulted to true and `kubectl explain` did not say so: every field
+    with a default names it in its description ("Default: true.")."""
+    silent = [
+        f"{kind} {where}: default {default!r}"
+        for kind, schema in SCHEMAS.items()
+        for where, default, description in defaulted_fields(schema)
+        if f"Default: {yaml.safe_dump(default).splitlines()[0]}" not in description
+    ]
+    assert silent == []
+
+
 @pytest.mark.parametrize(("where", "doc"), MANIFESTS, ids=[w for w, _ in MANIFESTS])
 def test_manifest_is_valid(where: str, doc: dict[str, Any]) -> None:
     if str(doc.get("apiVersion", "")).startswith(f"{GROUP}/"):

@@ -23,9 +23,9 @@ def is_fenced(fence: Fence) -> bool:  # a call, so mypy does not narrow the prop
     return fence.fenced
 
 
-def test_fence_after_node_timeout_without_success_and_restore_on_success() -> None:
+def test_fence_after_fence_timeout_without_success_and_restore_on_success() -> None:
     clock = FakeClock()
-    fence = Fence(node_timeout=1.0, clock=clock)
+    fence = Fence(fence_timeout=1.0, clock=clock)
     assert fence.may_hold() and not fence.fenced
     clock.now += 0.6
     assert fence.succeeded() is FenceTransition.NONE
@@ -44,7 +44,7 @@ def test_fence_after_node_timeout_without_success_and_restore_on_success() -> No
 
 def test_fence_timer_starts_at_construction() -> None:
     clock = FakeClock()
-    fence = Fence(node_timeout=1.0, clock=clock)
+    fence = Fence(fence_timeout=1.0, clock=clock)
     clock.now += 1.0
     assert fence.check() is FenceTransition.FENCE
 
@@ -52,7 +52,7 @@ def test_fence_timer_starts_at_construction() -> None:
 @given(st.lists(st.tuples(st.floats(0, 2), st.booleans()), max_size=40))
 def test_fence_state_matches_the_last_success(steps: list[tuple[float, bool]]) -> None:
     clock = FakeClock()
-    fence = Fence(node_timeout=1.0, clock=clock)
+    fence = Fence(fence_timeout=1.0, clock=clock)
     last = clock.now
     for dt, ok in steps:
         clock.now += dt
@@ -67,15 +67,15 @@ def test_fence_state_matches_the_last_success(steps: list[tuple[float, bool]]) -
 
 
 def quarter_fence(clock: FakeClock) -> Fence:
-    """node_timeout 1, vouch_window 0.5: every time in these tests is a multiple of 1/4, so
+    """fence_timeout 1, vouch_window 0.5: every time in these tests is a multiple of 1/4, so
     the float arithmetic is exact and the boundaries are where they are written."""
-    return Fence(node_timeout=1.0, clock=clock, vouch_window=0.5)
+    return Fence(fence_timeout=1.0, clock=clock, vouch_window=0.5)
 
 
 @pytest.mark.parametrize("window", [0.0, -0.5])
 def test_a_fence_needs_a_positive_vouch_window(window: float) -> None:
     with pytest.raises(ValueError, match="vouch_window must be positive"):
-        Fence(node_timeout=1.0, clock=FakeClock(), vouch_window=window)
+        Fence(fence_timeout=1.0, clock=FakeClock(), vouch_window=window)
 
 
 def test_the_justifications_come_in_the_order_api_vouched_quorum() -> None:
@@ -141,7 +141,7 @@ def test_check_fences_only_when_no_justification_holds(kinds: list[str]) -> None
     assert is_fenced(fence) is not held
 
 
-def test_a_vouch_keeps_the_node_holding_past_node_timeout_for_the_vouch_window() -> None:
+def test_a_vouch_keeps_the_node_holding_past_fence_timeout_for_the_vouch_window() -> None:
     clock = FakeClock()
     fence = quarter_fence(clock)
     clock.now = 100.75
@@ -346,7 +346,7 @@ def test_a_success_after_every_reason_lapsed_is_a_restore_though_not_fenced() ->
     a pass acts on a stale cache (soak seed 808: a thawed node took over and announced an IP
     that had moved away)."""
     clock = FakeClock()
-    fence = Fence(node_timeout=1.0, clock=clock)
+    fence = Fence(fence_timeout=1.0, clock=clock)
     clock.now += 0.5
     assert fence.succeeded() is FenceTransition.NONE  # in time: nothing to relist
     clock.now += 1.5  # past the deadline, the watchdog has not run

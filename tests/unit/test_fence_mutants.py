@@ -17,6 +17,6 @@ class Clock:
 
 
 @pytest.mark.parametrize("timeout", [0.0, -1.0])
-def test_a_fence_needs_a_positive_node_timeout(timeout: float) -> None:
-    with pytest.raises(ValueError, match=r"^node_timeout must be positive$"):
+def test_a_fence_needs_a_positive_fence_timeout(timeout: float) -> None:
+    with pytest.raises(ValueError, match=r"^fence_timeout must be positive$"):
         Fence(timeout, Clock())

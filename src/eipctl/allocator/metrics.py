@@ -63,6 +63,11 @@ FAILURE_REASONS: Final = {
 # Release reasons.
 RELEASE_SERVICE_DELETED: Final = "service_deleted"
 RELEASE_ANNOTATION_REMOVED: Final = "annotation_removed"
+RELEASE_NOT_LOAD_BALANCER: Final = "not_load_balancer"
+"""A LoadBalancer served without the annotation (its class) changed to another type."""
+RELEASE_NOT_SERVED: Final = "not_served"
+"""A LoadBalancer that asks nothing of this allocator now (no class, no annotation, and
+``--serve-unclassed-load-balancers`` off)."""
 RELEASE_REQUEST_CHANGED: Final = "request_changed"
 """The literal IP changed, or ``external-ip-pool`` names a pool the IP is not from."""
 RELEASE_POOL_PURGED: Final = "pool_purged"

@@ -113,12 +113,11 @@ class ServiceReconciler:
             for ip in acquired:
                 self._event(key, obj, "Allocated", f"allocated {ip} from pool {pools[ip]}")
         for ip in plan.release:
-            reason = self._release_reason(info, ip)
+            reason, why = self._release_reason(info, obj, ip)
             pool = await self._release(key, ip)
             if pool is not None:
                 metrics.RELEASES.labels(pool, reason).inc()
-                message = f"released {ip} (pool {pool}): {reason.replace('_', ' ')}"
-                self._event(key, obj, "Released", message)
+                self._event(key, obj, "Released", f"released {ip} (pool {pool}): {why}")
         for ip, sharing_key in plan.rekey:
             await self._rekey(key, ip, sharing_key)
         self._log(plan, desired, acquired)
@@ -198,16 +197,36 @@ class ServiceReconciler:
             self.term.book.claim_seen(info)
         return info
 
-    def _release_reason(self, info: ServiceInfo | None, ip: IPAddress) -> str:
+    def _release_reason(
+        self, info: ServiceInfo | None, obj: Obj | None, ip: IPAddress
+    ) -> tuple[str, str]:
+        """Why ``ip`` is taken back: the metric's reason and the Released Event's words.
+
+        Without the annotation, where the IP was tells how the Service had asked: a
+        LoadBalancer carries it in ``status.loadBalancer.ingress`` only, any other Service in
+        ``spec.externalIPs`` (`views.set_service_ips`), so an IP not there came from a class.
+        """
         if info is None:
-            return metrics.RELEASE_SERVICE_DELETED
+            return metrics.RELEASE_SERVICE_DELETED, "service deleted"
         if ANNOTATION_EXTERNAL_IP not in info.annotations:
-            return metrics.RELEASE_ANNOTATION_REMOVED
+            if info.load_balancer:
+                return metrics.RELEASE_NOT_SERVED, (
+                    "it asks nothing of eipctl now: a LoadBalancer with no loadBalancerClass "
+                    "and no external-ip annotation is served only with "
+                    "--serve-unclassed-load-balancers"
+                )
+            in_spec = {str(e) for e in ((obj or {}).get("spec") or {}).get("externalIPs") or ()}
+            if str(ip) not in in_spec:
+                return metrics.RELEASE_NOT_LOAD_BALANCER, (
+                    f"no longer a LoadBalancer (now type {info.service_type}) "
+                    "and no external-ip annotation"
+                )
+            return metrics.RELEASE_ANNOTATION_REMOVED, "annotation removed"
         claim = self.term.book.claim(ip)
         pool = self.term.book.pool(claim.pool) if claim is not None else None
         if pool is not None and pool.deleting and self.term.book.purge_on_pool_delete:
-            return metrics.RELEASE_POOL_PURGED
-        return metrics.RELEASE_REQUEST_CHANGED
+            return metrics.RELEASE_POOL_PURGED, "pool purged"
+        return metrics.RELEASE_REQUEST_CHANGED, "request changed"
 
     async def _release(self, key: str, ip: IPAddress) -> str | None:
         """Take ``key`` off the claim of ``ip``; the claim's pool if this call let the IP go."""

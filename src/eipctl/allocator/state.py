@@ -86,6 +86,12 @@ def interesting(obj: Mapping[str, Any], *, serve_unclassed: bool = False) -> boo
     return lb_class == LOAD_BALANCER_CLASS or (serve_unclassed and not lb_class)
 
 
+def unclassed(obj: Mapping[str, Any]) -> bool:
+    """A plain ``type: LoadBalancer``: no ``loadBalancerClass``, no eipctl annotation; served
+    only with ``--serve-unclassed-load-balancers`` (`interesting`)."""
+    return interesting(obj, serve_unclassed=True) and not interesting(obj)
+
+
 @dataclass
 class Term:
     """One leadership term's acting state; informer handlers feed it while it is current."""
@@ -118,6 +124,7 @@ class Term:
         """
         self.refresh_pools()
         claims, services = self.caches.claims, self.caches.services
+        left_alone = 0
         async for name in in_slices(claims.keys()):
             obj = claims.get(name)
             info = claim_info(obj) if obj is not None else None
@@ -132,6 +139,17 @@ class Term:
             if self.interesting(obj):
                 self.book.reserve_recorded(key, service.recorded)
                 self.first_seen.setdefault(key, time.monotonic())
+            elif unclassed(obj):
+                left_alone += 1
+        if not self.book.serve_unclassed:
+            # a plain LoadBalancer stays <pending> with nothing on it: say so, once a term
+            log.info(
+                "allocator.unclassed_ignored",
+                services=left_alone,
+                flag="--serve-unclassed-load-balancers",
+                detail="type LoadBalancer Services with no loadBalancerClass and no "
+                "external-ip annotation are left alone (another LB controller may own them)",
+            )
         await self.resync()
         log.info(
             "allocator.rebuilt",

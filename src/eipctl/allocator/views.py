@@ -31,6 +31,7 @@ from eipctl.core.naming import (
 )
 from eipctl.core.pool import IPAddress, Pool, PoolError, find_overlaps
 from eipctl.core.resources import MAX_COUNT, IpClaimPool
+from eipctl.kube.write_ids import unstamp
 
 
 def is_deleting(obj: Mapping[str, Any]) -> bool:
@@ -245,6 +246,8 @@ def set_service_ips(desired: Iterable[IPAddress], ours: Iterable[IPAddress]) -> 
         else:
             annotations.pop(ANNOTATION_ALLOCATED_IPS, None)
         meta["annotations"] = annotations
+        if not want:  # nothing of ours left: neither the writer's stamp (an unstamped write)
+            unstamp(obj)
 
     return mutate
 

@@ -19,6 +19,7 @@ from eipctl.runtime.config import (
     SchedulerSettings,
 )
 from eipctl.runtime.settings import (
+    Deprecation,
     FlagSpec,
     SettingsError,
     add_flags,
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="eipctl",
         description="External IPs for Kubernetes Services: allocated, placed, announced.",
     )
+    parser.add_argument("--version", action="version", version=f"eipctl {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
@@ -113,13 +115,21 @@ def config_keys() -> dict[str, set[str]]:
     }
 
 
-def build_settings(settings_cls: type, args: argparse.Namespace, section: str) -> Any:
-    """Settings from flags, env, config file and defaults; raises SettingsError."""
+def build_settings(
+    settings_cls: type,
+    args: argparse.Namespace,
+    section: str,
+    deprecations: list[Deprecation] | None = None,
+) -> Any:
+    """Settings from flags, env, config file and defaults; raises SettingsError.
+
+    A flag given under its old name is added to ``deprecations`` (logged once logging is set).
+    """
     specs = flag_specs(settings_cls)
     environ = environment()
     path, origin = _config_path(specs, args, environ)
     file_values = load_config_file(path, section, config_keys(), origin)
-    values = resolve(specs, args, environ, file_values)
+    values = resolve(specs, args, environ, file_values, deprecations)
     settings = settings_cls(**values)
     check: Callable[[], None] | None = getattr(settings, "check", None)
     if check is not None:
@@ -144,7 +154,7 @@ def _config_path(
 
 
 def join_dash_values(argv: Sequence[str]) -> list[str]:
-    """`--node-timeout -1s` becomes `--node-timeout=-1s`.
+    """`--fence-timeout -1s` becomes `--fence-timeout=-1s`.
 
     argparse takes a value that starts with '-' (other than a plain number) for an option and
     stops at "expected one argument"; joined, the value reaches its parser, whose one-line
@@ -185,19 +195,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command in plugin.COMMANDS:
         return plugin.run(args, sys.stdout)
+    deprecations: list[Deprecation] = []
     try:
         if args.command == "sandbox":
             settings = build_settings(SandboxSettings, args, "sandbox")
             return _run_sandbox(args, settings)
         command = next(c for c in COMMANDS if c.name == args.command)
-        settings = build_settings(command.settings, args, command.name)
+        settings = build_settings(command.settings, args, command.name, deprecations)
     except SettingsError as exc:
         return usage_error(args.command, str(exc))
     from eipctl.runtime.runner import run_process
 
     module_name, _, func_name = command.module.partition(":")
     process_main = getattr(importlib.import_module(module_name), func_name)
-    return run_process(command.name, settings, process_main, use_uvloop=command.use_uvloop)
+    return run_process(
+        command.name,
+        settings,
+        process_main,
+        use_uvloop=command.use_uvloop,
+        deprecations=deprecations,
+    )
 
 
 def _run_sandbox(args: argparse.Namespace, settings: SandboxSettings) -> int:

@@ -5,7 +5,7 @@ moves on. Adding the address again replaces its task; removing the address cance
 `still_ours` (the fence's "may hold") is asked before every round, so a process that was frozen
 or starved between two rounds never sends a late one for an address that has moved.
 
-The fence may hold for up to ``--node-timeout`` (2.5 s) after the API last answered, while the
+The fence may hold for up to ``--fence-timeout`` (2.5 s) after the API last answered, while the
 scheduler moves the claims of a node silent for 400 ms; so a controller frozen for a second in
 the middle of a schedule could thaw, still "may hold", and send its next round for an address
 the leader had moved (soak seed 1202: the client's neighbour entry followed that late

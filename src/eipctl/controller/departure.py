@@ -48,7 +48,7 @@ class Departure:
         """Why our node is leaving (`core.eligibility.leaving_reason`), or None for a restart.
         A Node we cannot read (gone, forbidden, API down) counts as a restart: the old rule."""
         try:
-            async with asyncio.timeout(self.settings.fencing.node_timeout):
+            async with asyncio.timeout(self.settings.fencing.fence_timeout):
                 node = await self._api.get(NODES, self.settings.node)
         except Exception as exc:  # NotFound, Forbidden, timeout: no evidence of a drain
             log.info("shutdown.node_unreadable", node=self.settings.node, error=repr(exc))
@@ -79,7 +79,7 @@ class Departure:
         extended = await self._reconciler.extend_lifetimes(grace)
         announced = False
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(self.settings.fencing.node_timeout):
+            async with asyncio.timeout(self.settings.fencing.fence_timeout):
                 await self._heartbeat.announce_grace(grace)
                 announced = True
         log.info(

@@ -7,7 +7,7 @@ fence's answer to `FenceWatch.report`, so a fence or a restore is counted, logge
 on the same way whoever noticed it.
 
 Fencing runs on our own monotonic clock: the watchdog sleeps until the exact moment the last
-reason to hold lapses (`Fence.deadline`: the last API success `node_timeout` old, the last
+reason to hold lapses (`Fence.deadline`: the last API success `fence_timeout` old, the last
 agreeing probe of the writer `vouch_window` old, the quorum's word expired), so the node
 fences within a few milliseconds of the deadline even while a request hangs.
 """
@@ -53,7 +53,7 @@ class FenceWatch:
         """Fence exactly when the last reason to hold lapses."""
         while True:
             if self.fence.fenced:  # RESTORE comes from an API success (beat or check)
-                await asyncio.sleep(self.fence.node_timeout / 10)
+                await asyncio.sleep(self.fence.fence_timeout / 10)
                 continue
             remaining = self.fence.deadline() - self.fence.clock()
             if remaining > 0:

@@ -195,7 +195,7 @@ class Heartbeat:
             }
         }
         try:
-            async with asyncio.timeout(self.fence.node_timeout):
+            async with asyncio.timeout(self.fence.fence_timeout):
                 try:
                     await self._api.patch(IPNODES, self._node, patch, status=True)
                 except NotFound:

@@ -83,7 +83,7 @@ class NodeController:
         self._backend = backend
         self._trigger = asyncio.Event()
         self.fence = Fence(
-            settings.fencing.node_timeout, clock, vouch_window=settings.liveness.vouch_window
+            settings.fencing.fence_timeout, clock, vouch_window=settings.liveness.vouch_window
         )
         self.writer = SerializedWriter(api)
         self.events = EventRecorder(api, "eipctl-controller", host=settings.node)
@@ -324,7 +324,7 @@ class NodeController:
         await peers.run()
 
     async def _register_then_beat(self) -> None:
-        limit = max(self.settings.fencing.node_timeout, 5.0)
+        limit = max(self.settings.fencing.fence_timeout, 5.0)
         self.heartbeat.counter = await register_until_done(
             self._register, self.settings.node, limit
         )
@@ -345,7 +345,7 @@ class NodeController:
     def _on_fence(self, transition: FenceTransition) -> None:
         node = self.settings.node
         involved = reference(API_VERSION, "IpNode", {"metadata": {"name": node}})
-        timeout = self.settings.fencing.node_timeout
+        timeout = self.settings.fencing.fence_timeout
         if transition is FenceTransition.FENCE:
             self.events.emit(
                 involved,
@@ -369,14 +369,14 @@ class NodeController:
 
     async def _claim_fresh(self, name: str) -> Obj | None:
         try:
-            async with asyncio.timeout(self.settings.fencing.node_timeout):
+            async with asyncio.timeout(self.settings.fencing.fence_timeout):
                 return await self._api.get(IPCLAIMS, name)
         except NotFound:
             return None
 
     async def _mac_owner(self, mac: str) -> str | None:
         """Which other eipctl node publishes `mac` (only asked after a probe conflict)."""
-        async with asyncio.timeout(self.settings.fencing.node_timeout):
+        async with asyncio.timeout(self.settings.fencing.fence_timeout):
             nodes = await self._api.list(IPNODES)
         for obj in nodes.items:
             try:
@@ -390,7 +390,7 @@ class NodeController:
     async def _holder_node(self, node: str) -> IpNode | None:
         """Another node's IpNode, read fresh (the take-over rule reads its Live condition)."""
         try:
-            async with asyncio.timeout(self.settings.fencing.node_timeout):
+            async with asyncio.timeout(self.settings.fencing.fence_timeout):
                 obj = await self._api.get(IPNODES, node)
         except NotFound:
             return None

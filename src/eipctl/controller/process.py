@@ -204,7 +204,7 @@ async def run(settings: ControllerSettings, *, health: Health, stop: asyncio.Eve
         node=settings.node_name,
         iface=settings.iface,
         heartbeat_interval=settings.heartbeat_interval,
-        node_timeout=settings.node_timeout,
+        fence_timeout=settings.fence_timeout,
         probe_silence=settings.probe_silence,
         address_lifetime=settings.address_lifetime,
     )
@@ -228,7 +228,7 @@ async def run(settings: ControllerSettings, *, health: Health, stop: asyncio.Eve
         api = await connect(settings.kubeconfig, request_timeout=10.0)
         apis.append(api)
         # a client of its own: API checks and heartbeats never queue behind another request
-        heartbeat_api = await connect(settings.kubeconfig, request_timeout=settings.node_timeout)
+        heartbeat_api = await connect(settings.kubeconfig, request_timeout=settings.fence_timeout)
         apis.append(heartbeat_api)
         events = EventRecorder(api, "eipctl-controller", host=settings.node_name)
         finder = LinkFinder(

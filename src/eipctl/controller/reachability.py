@@ -14,7 +14,7 @@ the reasons that make holding safe. This module feeds it:
   answer counts, a 429 of API Priority and Fairness included: a busy server is not a
   partition.
 - The writer's silence. When the writer's probes stop for `probe_silence` (the scheduler's
-  node timeout), the leader has declared us dead and is moving our claims, or it cannot write
+  fence timeout), the leader has declared us dead and is moving our claims, or it cannot write
   any more. We check the API at once, and if it has not answered within `HEDGE`, ask our
   peers beside it: the API answers -> our watch will show the moves; most peers hear no
   writer either (`core.outage`) -> the control plane is down, hold, and ask again when that

@@ -51,15 +51,15 @@ class LivenessSettings:
 @dataclass(frozen=True)
 class FencingSettings:
     """When this node must let its addresses go: the fence and the API checks that feed it
-    read these together (`api_check_interval` is at most half `node_timeout`)."""
+    read these together (`api_check_interval` is at most half `fence_timeout`)."""
 
-    node_timeout: float
+    fence_timeout: float
     """No successful API read or write for this long: fence (also bounds each API call)."""
     api_check_interval: float = 1.0
 
     @classmethod
     def from_flags(cls, flags: ControllerSettings) -> FencingSettings:
-        return cls(node_timeout=flags.node_timeout, api_check_interval=flags.api_check_interval)
+        return cls(fence_timeout=flags.fence_timeout, api_check_interval=flags.api_check_interval)
 
 
 @dataclass(frozen=True)

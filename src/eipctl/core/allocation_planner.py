@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from eipctl.core.admission import refusals, verdict, weigh
 from eipctl.core.allocation_inputs import (
     ANY_FAMILY,
     ClaimInfo,
@@ -103,7 +104,7 @@ class _Planner:
                 else:
                     self._literal(ip)
         if self.request.auto and not (self.keep or self.acquire or self.problems or self.deferred):
-            reason = f"no pool can give any of its families: {self._why_no_pool()}"
+            reason = f"no pool can give any of its families: {self._why_no_pool(ANY_FAMILY)}"
             self.problems.append(Problem("NoPool", reason, waiting=True))
         release = tuple(c.ip for c in held if c.ip not in kept)
         gave_up = [
@@ -185,7 +186,12 @@ class _Planner:
         elif info.pool is None or not info.pool.contains(claim.ip):
             self._mark(claim, "OutsidePool", f"{claim.ip} is no longer in pool {claim.pool!r}")
         elif not info.admits(self.service, self.ns_labels):
-            self._mark(claim, "NotAdmitted", f"pool {claim.pool!r} no longer admits the Service")
+            why = verdict(
+                info, self.service, self.request, namespace_labels=self.ns_labels, literal=claim.ip
+            )
+            self._mark(
+                claim, "NotAdmitted", f"pool {claim.pool!r} no longer admits it: {why.detail}"
+            )
         elif self.request.auto and not self.request.pools and not info.auto_assign:
             self._mark(claim, "NotAdmitted", f"pool {claim.pool!r} no longer has autoAssign")
 
@@ -215,8 +221,9 @@ class _Planner:
         if not pools:
             if family != ANY_FAMILY and len(self.request.families) > 1 and not self.request.pools:
                 return  # dual stack is served as far as pools allow
+            why = self._why_no_pool(family)
             self.problems.append(
-                Problem("NoPool", f"no pool can give {wanted}: {self._why_no_pool()}", waiting=True)
+                Problem("NoPool", f"no pool can give {wanted}: {why}", waiting=True)
             )
             return
         names = [p.name for p in pools]
@@ -284,9 +291,12 @@ class _Planner:
         ]
         if not pools:
             where = f"pool {', '.join(self.request.pools)}" if self.request.pools else "any pool"
+            why = self._why_no_pool(ip.version, literal=ip)
             self.problems.append(
                 Problem(
-                    "IPNotInPool", f"{ip} is not in {where} that admits the Service", waiting=True
+                    "IPNotInPool",
+                    f"{ip} is not in {where} that admits the Service: {why}",
+                    waiting=True,
                 )
             )
             return
@@ -334,10 +344,15 @@ class _Planner:
         )
         self.acquire.append(Acquire(ip, pool))
 
-    def _why_no_pool(self) -> str:
-        if self.request.pools:
-            missing = [n for n in self.request.pools if self.book.pool(n) is None]
-            if missing:
-                return f"pool {', '.join(missing)} not found"
-            return f"pool {', '.join(self.request.pools)} is not Ready or does not admit it"
-        return "no Ready autoAssign pool of that family admits the Service"
+    def _why_no_pool(self, family: int, literal: IPAddress | None = None) -> str:
+        """Each pool's own refusal (not Ready, being deleted, family, selectors...), in the
+        words `kubectl eipctl why` uses (`core.admission`)."""
+        verdicts = weigh(
+            self.book.pools(),
+            self.service,
+            self.request,
+            namespace_labels=self.ns_labels,
+            family=family,
+            literal=literal,
+        )
+        return refusals(verdicts)

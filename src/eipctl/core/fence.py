@@ -4,7 +4,7 @@ A claim moves only through an API write by the scheduler leader. So holding an a
 safe while one of these is true, each judged on our own monotonic clock (an injected
 callable):
 
-- ``api``: the API answered us within `node_timeout`: our watch shows every move.
+- ``api``: the API answered us within `fence_timeout`: our watch shows every move.
 - ``vouched``: within `vouch_window`, the writing leader's probe carried a digest of the
   claims it places here equal to ours: it hears us, it can write, and what it decided is
   what we hold.
@@ -48,10 +48,10 @@ class Fence:
     """Self-fencing on our own monotonic clock.
 
     The timer starts at construction: a controller that never reaches the API and is never
-    vouched for fences `node_timeout` after start, exactly like one that loses it later.
+    vouched for fences `fence_timeout` after start, exactly like one that loses it later.
     """
 
-    node_timeout: float
+    fence_timeout: float
     clock: Callable[[], float]
     vouch_window: float = 1.0
     """How long one agreeing probe of the writing leader justifies holding."""
@@ -62,8 +62,8 @@ class Fence:
     _api_failing: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
-        if self.node_timeout <= 0:
-            raise ValueError("node_timeout must be positive")
+        if self.fence_timeout <= 0:
+            raise ValueError("fence_timeout must be positive")
         if self.vouch_window <= 0:
             raise ValueError("vouch_window must be positive")
         self._last_success = self.clock()
@@ -120,7 +120,7 @@ class Fence:
     def justification(self) -> Justification | None:
         """The first reason, in the order of the module docstring, that holding is safe."""
         now = self.clock()
-        if now - self._last_success < self.node_timeout:
+        if now - self._last_success < self.fence_timeout:
             return Justification.API
         if now - self._vouched_at < self.vouch_window:
             return Justification.VOUCHED
@@ -131,7 +131,7 @@ class Fence:
     def deadline(self) -> float:
         """When, on our clock, the last justification lapses unless renewed."""
         return max(
-            self._last_success + self.node_timeout,
+            self._last_success + self.fence_timeout,
             self._vouched_at + self.vouch_window,
             self._confirmed_until,
         )

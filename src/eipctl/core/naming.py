@@ -186,3 +186,15 @@ def parse_node_claim_name(name: str) -> tuple[IPAddress, str]:
     if not dot or not is_dns1123_subdomain(node):
         raise ValueError(f"{name!r} is not a per-node IpClaim name")
     return ip_for_claim_name(ip_part), node
+
+
+_DIGIT_RUNS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key that puts ``demo-2`` before ``demo-10``: digit runs compare as numbers."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in _DIGIT_RUNS.split(text)
+        if part
+    )

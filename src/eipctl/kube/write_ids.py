@@ -24,6 +24,25 @@ def stamp(obj: Obj) -> str:
     return write_id
 
 
+def unstamp(obj: Obj) -> None:
+    """Take the write id off `obj` (in place): the writer then sends this write unstamped,
+    for an object that should be left with nothing of eipctl's on it (`wants_stamp`)."""
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    if annotations:
+        annotations.pop(WRITE_ID, None)
+
+
+def wants_stamp(base: Obj, mutated: Obj) -> bool:
+    """False when the mutation took off the write id `base` had (`unstamp`): its write goes
+    unstamped, and a retry after an ambiguous failure re-applies the mutation to a fresh
+    read (idempotent: nothing is sent when it has landed)."""
+
+    def has_id(obj: Obj) -> bool:
+        return WRITE_ID in ((obj.get("metadata") or {}).get("annotations") or {})
+
+    return has_id(mutated) or not has_id(base)
+
+
 def landed(current: Obj, sent: Obj, write_id: str, *, status: bool = False) -> bool:
     """Whether `current` (a fresh read) shows that the write of `sent` was applied."""
     if write_id:

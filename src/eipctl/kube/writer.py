@@ -28,7 +28,7 @@ from eipctl.kube.client import Obj, ResourceRef
 from eipctl.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, is_retryable
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES, WRITER_WRITES
 from eipctl.kube.verbs import Creates, Deletes, Gets, Patches, Replaces
-from eipctl.kube.write_ids import landed, stamp
+from eipctl.kube.write_ids import landed, stamp, wants_stamp
 
 log = structlog.get_logger(__name__)
 
@@ -301,7 +301,8 @@ class SerializedWriter:
             if obj == base or not batch:
                 lane.memo = base
                 return base
-            write_id = stamp(obj) if not status and self.settings.stamp_writes else ""
+            stamped = not status and self.settings.stamp_writes and wants_stamp(base, obj)
+            write_id = stamp(obj) if stamped else ""
             try:
                 stored = await self._call(
                     functools.partial(self.api.replace, ref, obj, status=status)

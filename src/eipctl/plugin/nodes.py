@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from eipctl.core.admission import labels_text, selector_text
 from eipctl.core.claims import bound_node_of, phase_of, spec_of
 from eipctl.core.conditions import Condition, find_condition, readable_conditions
 from eipctl.core.fields import Obj, ResourceError, labels_of, name_of, parse_time
 from eipctl.core.ipnode import ELIGIBLE, LIVE, REASON_FENCED
+from eipctl.core.naming import natural_key
 from eipctl.core.resources import IpClaimPool
-from eipctl.plugin.admission import labels_text, selector_text
-from eipctl.plugin.snapshot import Snapshot, age, natural_key
+from eipctl.plugin.snapshot import Snapshot, age
 
 
 @dataclass(frozen=True)

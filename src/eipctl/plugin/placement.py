@@ -7,9 +7,10 @@ from datetime import datetime
 
 from eipctl.core.fields import Obj, meta_of, name_of
 from eipctl.core.local_endpoints import SERVICE_NAME_LABEL, endpoint_nodes
+from eipctl.core.naming import natural_key
 from eipctl.core.pool import IPAddress
 from eipctl.plugin.nodes import node_row
-from eipctl.plugin.snapshot import Snapshot, natural_key
+from eipctl.plugin.snapshot import Snapshot
 
 
 def endpoints_text(snapshot: Snapshot, service: Obj, ip: IPAddress, now: datetime) -> str:

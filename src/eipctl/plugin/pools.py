@@ -12,8 +12,8 @@ from typing import Any
 
 from eipctl.core.claims import spec_of
 from eipctl.core.fields import labels_of, meta_of, name_of
-from eipctl.core.naming import LABEL_POOL, POOL_FINALIZER
-from eipctl.plugin.snapshot import Snapshot, natural_key
+from eipctl.core.naming import LABEL_POOL, POOL_FINALIZER, natural_key
+from eipctl.plugin.snapshot import Snapshot
 
 WAYS_OUT = (
     "release its IPs (remove the external-ip annotation from the Services holding them, or "

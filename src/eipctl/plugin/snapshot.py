@@ -7,7 +7,6 @@ latest one of an object, by its last time.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -93,18 +92,6 @@ def latest(
     wanted = set(reasons)
     found = [e for e in events if not wanted or e.get("reason") in wanted]
     return found[-1] if found else None
-
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
-    """Sort key that puts ``demo-2`` before ``demo-10``: digit runs compare as numbers."""
-    return tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part)
-        for part in _DIGITS.split(text)
-        if part
-    )
 
 
 def age(then: datetime | None, now: datetime) -> str:

@@ -18,8 +18,8 @@ from eipctl.core.claim_status import CONDITION_SCHEDULED
 from eipctl.core.claims import bound_node_of, is_all_nodes, node_of, phase_of, spec_of
 from eipctl.core.conditions import find_condition, readable_conditions
 from eipctl.core.fields import Obj, ResourceError, labels_of, meta_of, name_of, parse_time
-from eipctl.core.naming import LABEL_POOL
-from eipctl.plugin.snapshot import SCHEDULER, Snapshot, age, event_time, natural_key, source_of
+from eipctl.core.naming import LABEL_POOL, natural_key
+from eipctl.plugin.snapshot import SCHEDULER, Snapshot, age, event_time, source_of
 
 MOVES = (
     "Placed",

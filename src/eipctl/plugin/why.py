@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from eipctl.allocator.views import claim_info, pool_infos, service_info, used_ips
+from eipctl.core.admission import CAUSES, DELETING, PoolVerdict, one_cause, weigh
 from eipctl.core.allocation import AllocationBook
 from eipctl.core.allocation_inputs import (
     ANY_FAMILY,
@@ -38,7 +39,6 @@ from eipctl.core.conditions import find_condition, readable_conditions
 from eipctl.core.fields import Obj, meta_of
 from eipctl.core.naming import LOAD_BALANCER_CLASS, claim_name_for
 from eipctl.core.pool import IPAddress
-from eipctl.plugin.admission import CAUSES, DELETING, PoolVerdict, one_cause, weigh_pools
 from eipctl.plugin.nodes import why_not_here
 from eipctl.plugin.placement import endpoints_text
 from eipctl.plugin.pools import WAYS_OUT, deleting_pools
@@ -187,11 +187,12 @@ def _book(snapshot: Snapshot, serve_unclassed: bool) -> AllocationBook:
 def _verdicts(
     snapshot: Snapshot, info: ServiceInfo, request: Request, ns_labels: Mapping[str, str]
 ) -> tuple[PoolVerdict, ...]:
+    pools = pool_infos(snapshot.pools)
     if request.ips:
         out: list[PoolVerdict] = []
         for ip in request.ips:
-            out += weigh_pools(
-                snapshot.pools,
+            out += weigh(
+                pools,
                 info,
                 request,
                 namespace_labels=ns_labels,
@@ -200,19 +201,17 @@ def _verdicts(
             )
         return tuple(out)
     family = request.families[0] if request.families else ANY_FAMILY
-    return tuple(
-        weigh_pools(snapshot.pools, info, request, namespace_labels=ns_labels, family=family)
-    )
+    return tuple(weigh(pools, info, request, namespace_labels=ns_labels, family=family))
 
 
 def _problem_text(reason: str, message: str, verdicts: tuple[PoolVerdict, ...]) -> str:
-    refusing = [v.detail for v in verdicts if not v.admits]
     admitting = [v.pool for v in verdicts if v.admits]
     if reason in ("NoPool", "IPNotInPool"):
+        # the allocator's message already names each pool's refusal (`core.admission`)
         if not verdicts:
-            return f"{message}. There is no IpClaimPool at all: create one"
+            return f"{message}: create one"
         cause = one_cause(verdicts)
-        lead = f"{message}. Pools considered: {'; '.join(refusing)}"
+        lead = message
         if cause == DELETING:
             return f"{lead}. {WAYS_OUT.capitalize()}; or create another pool"
         if cause:

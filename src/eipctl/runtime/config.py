@@ -1,9 +1,11 @@
 """Typed settings of each eipctl process; every field is a flag (see `runtime/settings.py`).
 
 The failover-related defaults are chosen together; docs/liveness.md has the arithmetic:
-liveness probes every 100 ms, a node dead after 400 ms without a reply, scheduler Lease 1 s /
-renew deadline 0.8 s / retry 0.2 s; controllers fence after 2.5 s without the API (at once
-when the probes stop too) and write an API heartbeat every 10 s, for people only.
+liveness probes every 100 ms, a node dead after 400 ms without a reply (the scheduler's
+--liveness-timeout), scheduler Lease 1 s / renew deadline 0.8 s / retry 0.2 s; controllers
+fence after 2.5 s without the API (--fence-timeout; at once when the probes stop too) and
+write an API heartbeat every 10 s, for people only. Both timeouts were once --node-timeout;
+that name is still read, with a deprecation warning (`runtime.settings.Deprecation`).
 """
 
 from __future__ import annotations
@@ -64,7 +66,10 @@ class LeaderSettings:
         os.environ.get("POD_NAMESPACE", "eipctl-system"), parse_text, "namespace of the Lease"
     )
     identity: str = setting(
-        _default_identity(), parse_text, "holder identity in the Lease (default: pod name)"
+        _default_identity(),
+        parse_text,
+        "holder identity in the Lease",
+        shown="$POD_NAME, else HOSTNAME-PID",
     )
     lease_duration: float = setting(
         "1s", positive_duration, "how long a Lease is valid after its last renewal"
@@ -99,10 +104,17 @@ class LeaderSettings:
 @dataclass(frozen=True)
 class SchedulerSettings(LeaderSettings, CommonSettings):
     policy: str = setting("spread", one_of(POLICIES), "placement policy: spread, single or all")
-    node_timeout: float = setting(
+    liveness_timeout: float = setting(
         "400ms",
         positive_duration,
         "a node that has answered no liveness probe for this long is dead (docs/liveness.md)",
+    )
+    node_timeout: float | None = setting(
+        None,
+        positive_duration,
+        "deprecated old name of --liveness-timeout (the controller's --node-timeout was its "
+        "fence timeout, now --fence-timeout); still read, with a warning",
+        renamed_to="liveness-timeout",
     )
     liveness_interval: float = setting(
         "100ms", positive_duration, "how often every node is probed over UDP"
@@ -164,9 +176,9 @@ class SchedulerSettings(LeaderSettings, CommonSettings):
                 "--liveness-key-file is required: liveness probes are authenticated "
                 "(docs/liveness.md, the Secret eipctl-liveness)"
             )
-        if self.liveness_interval * 2 >= self.node_timeout:
+        if self.liveness_interval * 2 >= self.liveness_timeout:
             raise ValueError(
-                f"--node-timeout ({self.node_timeout}s) must be more than twice "
+                f"--liveness-timeout ({self.liveness_timeout}s) must be more than twice "
                 f"--liveness-interval ({self.liveness_interval}s): one lost reply is no death"
             )
 
@@ -227,16 +239,23 @@ class ControllerSettings(CommonSettings):
     api_check_interval: float = setting(
         "1s", positive_duration, "how often a read of our IpNode proves the API is reachable"
     )
-    node_timeout: float = setting(
+    fence_timeout: float = setting(
         "2500ms",
         positive_duration,
         "no successful API read or write for this long: remove own addresses (fence)",
     )
+    node_timeout: float | None = setting(
+        None,
+        positive_duration,
+        "deprecated old name of --fence-timeout (the scheduler's --node-timeout was its "
+        "liveness timeout, now --liveness-timeout); still read, with a warning",
+        renamed_to="fence-timeout",
+    )
     probe_silence: float = setting(
         "400ms",
         positive_duration,
-        "no liveness probe for this long (the scheduler's --node-timeout): check the API at "
-        "once and fence if it does not answer",
+        "no liveness probe for this long (the scheduler's --liveness-timeout): check the API "
+        "at once and fence if it does not answer",
     )
     liveness_address: str = setting(
         "",
@@ -323,10 +342,10 @@ class ControllerSettings(CommonSettings):
                 ipaddress.ip_address(self.host_ip)
             except ValueError:
                 raise ValueError(f"--host-ip: {self.host_ip!r} is not an IP address") from None
-        if self.api_check_interval * 2 > self.node_timeout:
+        if self.api_check_interval * 2 > self.fence_timeout:
             raise ValueError(
                 f"--api-check-interval ({self.api_check_interval}s) must be at most half "
-                f"--node-timeout ({self.node_timeout}s): one slow read is no partition"
+                f"--fence-timeout ({self.fence_timeout}s): one slow read is no partition"
             )
 
 

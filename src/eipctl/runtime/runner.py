@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
@@ -18,7 +18,7 @@ from eipctl.kube.errors import KubeConfigError
 from eipctl.runtime.config import CommonSettings
 from eipctl.runtime.health import BindError, Health
 from eipctl.runtime.logsetup import configure_logging
-from eipctl.runtime.settings import usage_error
+from eipctl.runtime.settings import Deprecation, usage_error
 
 log = structlog.get_logger(__name__)
 
@@ -32,15 +32,33 @@ def run_process(
     *,
     use_uvloop: bool,
     grace: float = 10.0,
+    deprecations: Sequence[Deprecation] = (),
 ) -> int:
-    """Run `main(settings, health=..., stop=...)` to completion; returns the exit status."""
+    """Run `main(settings, health=..., stop=...)` to completion; returns the exit status.
+
+    Each flag given under its old name is logged first, as a warning.
+    """
     configure_logging(settings.log_format, settings.log_level, component)
+    log_deprecations(deprecations)
     coro = _supervise(component, settings, main, grace)
     if use_uvloop:
         import uvloop
 
         return uvloop.run(coro)
     return asyncio.run(coro)
+
+
+def log_deprecations(deprecations: Sequence[Deprecation]) -> None:
+    """One warning per flag given under its old name (`runtime.settings.Deprecation`)."""
+    for old in deprecations:
+        log.warning(
+            "flag.deprecated",
+            flag=f"--{old.flag}",
+            replacement=f"--{old.replacement}",
+            source=old.source,
+            applied=old.applied,
+            detail=old.text,
+        )
 
 
 async def _supervise(

@@ -31,6 +31,30 @@ class SettingsError(Exception):
 
 
 @dataclass(frozen=True)
+class Deprecation:
+    """A value given under a flag's old name (`FlagSpec.renamed_to`), to be logged once the
+    process logs (`runtime.runner.run_process`)."""
+
+    flag: str
+    replacement: str
+    source: str
+    applied: bool
+    """False: the new name was set as firmly (same or higher precedence) and won."""
+
+    @property
+    def text(self) -> str:
+        outcome = (
+            f"its value is used as --{self.replacement}"
+            if self.applied
+            else f"ignored: --{self.replacement} is set too and wins"
+        )
+        return (
+            f"--{self.flag} (from {self.source}) is deprecated and will be removed: {outcome}; "
+            f"use --{self.replacement} (docs/operations.md, 'Renamed flags')"
+        )
+
+
+@dataclass(frozen=True)
 class FlagSpec:
     """One command-line flag: `--name`, also `EIPCTL_NAME` and `name:` in the config file."""
 
@@ -39,6 +63,11 @@ class FlagSpec:
     default: str | None
     help: str
     metavar: str | None = None
+    shown: str = ""
+    """The default as ``--help`` says it, when it is worked out at start (the pod name...)."""
+    renamed_to: str = ""
+    """This is the old name of flag ``renamed_to``: still read, with a deprecation warning
+    (`Deprecation`), and its value goes to the new flag unless that was set as firmly."""
 
     @property
     def dest(self) -> str:
@@ -52,7 +81,7 @@ class FlagSpec:
 def add_flags(parser: argparse.ArgumentParser, specs: Sequence[FlagSpec]) -> None:
     """Register specs on a parser; values stay raw strings until `resolve`."""
     for spec in specs:
-        shown = "unset" if spec.default is None else repr(spec.default)
+        shown = spec.shown or ("unset" if spec.default is None else repr(spec.default))
         extra: dict[str, Any] = {}
         if spec.parse is parse_bool:  # `--rebalance` alone means true; `--rebalance=false` works
             extra = {"nargs": "?", "const": "true", "metavar": "BOOL"}
@@ -147,11 +176,18 @@ def resolve(
     args: argparse.Namespace,
     environ: Mapping[str, str],
     file_values: Mapping[str, Any],
+    deprecations: list[Deprecation] | None = None,
 ) -> dict[str, Any]:
-    """Parsed value for each spec, by precedence flag > env > file > default."""
+    """Parsed value for each spec, by precedence flag > env > file > default.
+
+    A flag's old name (`FlagSpec.renamed_to`) given at a higher precedence than its new name
+    sets the new one; each use of an old name is added to ``deprecations``.
+    """
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for spec in specs:
         raw, source = _pick(spec, args, environ, file_values)
+        sources[spec.name] = source
         if raw is None:
             values[spec.dest] = None
             continue
@@ -159,7 +195,26 @@ def resolve(
             values[spec.dest] = spec.parse(str(raw).lower() if isinstance(raw, bool) else raw)
         except ValueError as exc:
             raise SettingsError(f"--{spec.name}: {exc} (from {source})") from exc
+    by_name = {spec.name: spec for spec in specs}
+    for old in specs:
+        if not old.renamed_to or sources[old.name] == DEFAULT_SOURCE:
+            continue
+        new = by_name[old.renamed_to]
+        applied = _rank(sources[old.name]) < _rank(sources[new.name])
+        if applied:
+            values[new.dest] = values[old.dest]
+        if deprecations is not None:
+            deprecations.append(Deprecation(old.name, new.name, sources[old.name], applied))
     return values
+
+
+DEFAULT_SOURCE = "default"
+_RANKS = ("command line", "environment", "config file", DEFAULT_SOURCE)
+
+
+def _rank(source: str) -> int:
+    """Precedence of a value's source (`_pick`): 0 for the command line, then env, file."""
+    return next(i for i, prefix in enumerate(_RANKS) if source.startswith(prefix))
 
 
 def _pick(
@@ -176,7 +231,7 @@ def _pick(
     for key in (spec.name, spec.dest):
         if file_values.get(key) is not None:  # `key:` with no value leaves the default
             return file_values[key], f"config file key {key!r}"
-    return spec.default, "default"
+    return spec.default, DEFAULT_SOURCE
 
 
 def environment() -> Mapping[str, str]:
@@ -186,16 +241,32 @@ def environment() -> Mapping[str, str]:
 _FLAG_KEY = "eipctl_flag"
 
 
-def setting(default: str | None, parse: Callable[[str], Any], help: str) -> Any:
-    """A dataclass field that is also a flag: `default` is the flag's text, parsed once here."""
+def setting(
+    default: str | None,
+    parse: Callable[[str], Any],
+    help: str,
+    *,
+    shown: str = "",
+    renamed_to: str = "",
+) -> Any:
+    """A dataclass field that is also a flag: `default` is the flag's text, parsed once here.
+
+    ``shown``: how ``--help`` states a default worked out at start (else the value itself).
+
+    ``renamed_to``: this field is the deprecated old name of that flag (dashed); leave its
+    default None and read the new field only (`resolve` carries the value over).
+    """
     value = None if default is None else parse(default)
-    return dataclasses.field(default=value, metadata={_FLAG_KEY: (default, parse, help)})
+    return dataclasses.field(
+        default=value, metadata={_FLAG_KEY: (default, parse, help, shown, renamed_to)}
+    )
 
 
 def flag_specs(cls: type) -> list[FlagSpec]:
     """The flags a settings dataclass declares, in field order."""
     specs = []
     for f in dataclasses.fields(cls):
-        default, parse, help_text = f.metadata[_FLAG_KEY]
-        specs.append(FlagSpec(f.name.replace("_", "-"), parse, default, help_text))
+        default, parse, help_text, shown, renamed_to = f.metadata[_FLAG_KEY]
+        name = f.name.replace("_", "-")
+        specs.append(FlagSpec(name, parse, default, help_text, shown=shown, renamed_to=renamed_to))
     return specs

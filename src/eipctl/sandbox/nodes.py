@@ -237,7 +237,7 @@ class SimulatedNode:
 
     async def _run_controller(self, backend: MemoryLinkBackend, stop: asyncio.Event) -> None:
         try:
-            api, heartbeat_api = await self.kube.apis(self.settings.fencing.node_timeout)
+            api, heartbeat_api = await self.kube.apis(self.settings.fencing.fence_timeout)
 
             async def announcer(
                 link: str,

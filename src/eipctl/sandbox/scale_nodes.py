@@ -126,7 +126,7 @@ class ScaleTiming:
     address: str
     heartbeat_interval: float
     api_check_interval: float
-    node_timeout: float
+    fence_timeout: float
     probe_silence: float
     resync_interval: float
 
@@ -142,7 +142,7 @@ class ScaleTiming:
             address=liveness_address(index),
             heartbeat_interval=f.heartbeat_interval,
             api_check_interval=f.api_check_interval,
-            node_timeout=f.node_timeout,
+            fence_timeout=f.fence_timeout,
             probe_silence=f.probe_silence,
             resync_interval=f.resync_interval,
         )
@@ -174,8 +174,8 @@ class ScaleNode:
         self.settings = s = ScaleTiming.for_node(index)
         self.mac = ":".join(f"{b:02x}" for b in _mac_for(index))
         self.api = KubeApi(client, request_timeout=API_TIMEOUT)
-        self.heartbeat_api = KubeApi(client, request_timeout=s.node_timeout)
-        self.fence = Fence(s.node_timeout, loop_clock, vouch_window=s.vouch_window)
+        self.heartbeat_api = KubeApi(client, request_timeout=s.fence_timeout)
+        self.fence = Fence(s.fence_timeout, loop_clock, vouch_window=s.vouch_window)
         self.writer = SerializedWriter(self.api)
         self.writer.use_cache(IPCLAIMS, claims)
         self.events = EventRecorder(self.api, "eipctl-controller", host=name)
@@ -240,7 +240,7 @@ class ScaleNode:
         ]
 
     async def _register_then_beat(self) -> None:
-        limit = max(self.settings.node_timeout, 5.0)
+        limit = max(self.settings.fence_timeout, 5.0)
         self.heartbeat.counter = await register_until_done(self._register, self.name, limit)
         self.registered.set()
         self.claims_changed()

@@ -62,14 +62,14 @@ class SharedApi:
                 self._client = await loopback_client(self.kubeconfig)
             return self._client
 
-    async def apis(self, node_timeout: float) -> tuple[KubeApi, KubeApi]:
+    async def apis(self, fence_timeout: float) -> tuple[KubeApi, KubeApi]:
         """A node's two views of the client, as `controller.process` connects them: the
         main one, and the API checks' and heartbeats' (whose requests time out after
-        `node_timeout`). Closing them leaves the client open."""
+        `fence_timeout`). Closing them leaves the client open."""
         client = await self.client()
         return (
             KubeApi(client, request_timeout=API_TIMEOUT),
-            KubeApi(client, request_timeout=node_timeout),
+            KubeApi(client, request_timeout=fence_timeout),
         )
 
     async def close(self) -> None:

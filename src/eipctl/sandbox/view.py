@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from eipctl.core.naming import ANNOTATION_EXTERNAL_IP, claim_name_for
+from eipctl.core.naming import ANNOTATION_EXTERNAL_IP, claim_name_for, natural_key
 
 Obj = Mapping[str, Any]
 
@@ -111,7 +111,7 @@ def rows_from(
             node = str((claim.get("spec") or {}).get("nodeName") or "")
             phase = str((claim.get("status") or {}).get("phase") or "Pending")
             rows.append(Row(service, ip, node, phase, holder_of(ip) or ""))
-    return tuple(sorted(rows, key=lambda r: (r.service, r.ip)))
+    return tuple(sorted(rows, key=lambda r: (natural_key(r.service), natural_key(r.ip))))
 
 
 def _table(rows: Iterable[tuple[str, ...]]) -> list[str]:
@@ -186,12 +186,17 @@ def describe_changes(old: Snapshot | None, new: Snapshot) -> list[str]:
 
 
 class LiveView:
-    """Writes snapshots to `out`: redrawn in place on a TTY, line per change otherwise."""
+    """Writes snapshots to `out`: redrawn in place on a TTY, line per change otherwise.
+
+    On a TTY the screen reads, top to bottom: the header (the banner, written once when the
+    first line is), the messages as they come, and the table, redrawn in place under them.
+    """
 
     def __init__(self, out: TextIO, *, tty: bool, header: list[str] | None = None) -> None:
         self.out = out
         self.tty = tty
         self.header = header or []
+        self._header_written = False
         self._drawn = 0
         self._last: Snapshot | None = None
 
@@ -211,18 +216,28 @@ class LiveView:
     def _redraw(self, snapshot: Snapshot) -> None:
         size = shutil.get_terminal_size((100, 40))
         room = max(1, size.lines - len(self.header) - len(snapshot.notes) - 5)
-        lines = [*self.header, *render(snapshot, max_rows=room)]
         width = max(10, size.columns - 1)
         parts = [f"\x1b[{self._drawn}F" if self._drawn else "", "\x1b[J"]
+        parts += self._banner(width)
+        lines = render(snapshot, max_rows=room)
         parts += [line[:width] + "\n" for line in lines]
         self.out.write("".join(parts))
         self._drawn = len(lines)
 
+    def _banner(self, width: int) -> list[str]:
+        """The header's lines the first time, then nothing: it stays where it was written."""
+        if self._header_written:
+            return []
+        self._header_written = True
+        return [line[:width] + "\n" for line in self.header]
+
     def message(self, text: str) -> None:
-        """A line that stays (written above the table on a TTY)."""
-        if self.tty and self._drawn:
-            self.out.write(f"\x1b[{self._drawn}F\x1b[J")
+        """A line that stays (on a TTY: under the banner, above the table)."""
+        if self.tty:
+            erase = f"\x1b[{self._drawn}F\x1b[J" if self._drawn else ""
             self._drawn = 0
+            width = max(10, shutil.get_terminal_size((100, 40)).columns - 1)
+            self.out.write(erase + "".join(self._banner(width)))
         self.out.write(text + "\n")
         if self.tty and self._last is not None:
             self._redraw(self._last)

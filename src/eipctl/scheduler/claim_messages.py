@@ -36,7 +36,7 @@ def claim_event(d: Decision) -> tuple[EventType, str]:
     return EVENT_UNPLACED if d.unplace else EVENTS[d.reason]
 
 
-def placed_message(d: Decision, node_timeout: float, *, left_all: bool = False) -> str:
+def placed_message(d: Decision, liveness_timeout: float, *, left_all: bool = False) -> str:
     """The condition Scheduled's message for a written decision."""
     if d.all_nodes:
         return "policy all: held by every node its pool admits"
@@ -46,7 +46,9 @@ def placed_message(d: Decision, node_timeout: float, *, left_all: bool = False) 
         left = no_endpoint_text(d.from_node)
         return f"taken off {d.from_node}: {left}, and none on any live node"
     why = {
-        Reason.NODE_DEAD: f"node {d.from_node} is dead (no liveness reply for {node_timeout:g}s)",
+        Reason.NODE_DEAD: (
+            f"node {d.from_node} is dead (no liveness reply for {liveness_timeout:g}s)"
+        ),
         Reason.NODE_GONE: f"IpNode {d.from_node} is gone",
         Reason.NODE_INELIGIBLE: f"pool no longer admits node {d.from_node}",
         Reason.REBALANCE: "rebalancing after nodes joined",

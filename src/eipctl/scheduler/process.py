@@ -132,7 +132,7 @@ class Scheduler:
         self.local_traffic = LocalTraffic(self.services, self.endpoint_slices)
         self.claim_facts = ClaimFactsMemo()
         """What placement passes read of each claim version, kept across terms."""
-        self.liveness = Liveness(settings.node_timeout)
+        self.liveness = Liveness(settings.liveness_timeout)
         self.prober: LivenessProber | None = None
         self.node_watch = NodeWatch(
             self.liveness,

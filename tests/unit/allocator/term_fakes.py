@@ -107,17 +107,17 @@ class Cluster:
     def stored(self, ref: ResourceRef, key: str) -> Obj:
         return self.api.objects[(ref.plural, key)]
 
-    async def term(self, *, purge: bool = False) -> Term:
+    async def term(self, *, purge: bool = False, serve_unclassed: bool = False) -> Term:
         """A term, rebuilt from the caches as the allocator does when it starts leading."""
-        term = self.new_term(purge=purge)
+        term = self.new_term(purge=purge, serve_unclassed=serve_unclassed)
         await term.rebuild()
         return term
 
-    def new_term(self, *, purge: bool = False) -> Term:
+    def new_term(self, *, purge: bool = False, serve_unclassed: bool = False) -> Term:
         """A term before its rebuild."""
         return Term(
             caches=self.caches,
-            book=AllocationBook(purge_on_pool_delete=purge),
+            book=AllocationBook(purge_on_pool_delete=purge, serve_unclassed=serve_unclassed),
             queue=cast(WorkQueue[AllocatorKey], self.queue),
             writer=SerializedWriter(self.api, WriterSettings(backoff_initial=0.001)),
             events=cast(EventRecorder, self.posted),

@@ -13,6 +13,7 @@ same stories against the API emulator and a running allocator.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from ipaddress import ip_address
 from typing import Any, cast
 
@@ -31,6 +32,8 @@ from eipctl.kube.errors import AlreadyExists
 from eipctl.kube.events import EventRecorder
 from eipctl.kube.workqueue import DONE, Result, WorkQueue, requeue_after
 from eipctl.kube.writer import SerializedWriter, WriterSettings
+from eipctl.plugin.snapshot import Snapshot
+from eipctl.plugin.why import explain
 
 FIRST_FREE = "198.51.100.1"  # the lowest address of pool "p" (network address excluded)
 NEXT_FREE = "198.51.100.2"
@@ -390,3 +393,92 @@ async def test_a_claim_of_another_service_found_on_create_is_not_taken() -> None
 
     assert await reconciler.reconcile(WEB) == DONE
     assert cluster.ips_of(WEB) == [NEXT_FREE]
+
+
+# --- why a Service gets nothing ----------------------------------------------------------
+async def test_a_pool_that_refuses_the_namespace_is_named_as_the_cause_as_why_names_it() -> None:
+    """#33: a Service pinned to a Ready pool whose namespaceSelector refuses it was told
+    "pool p is not Ready or does not admit it". The Event names the one real cause, in the
+    words `kubectl eipctl why` uses (both read `core.admission`)."""
+    cluster = Cluster()
+    cluster.add(IPCLAIMPOOLS, pool(namespaceSelector={"matchLabels": {"team": "a"}}))
+    namespace = {"metadata": {"name": "default", "labels": {"team": "b"}}}
+    cast(Cache, cluster.caches.namespaces).by_key["default"] = namespace
+    pinned = service("web")
+    pinned["metadata"]["annotations"]["external-ip-pool"] = "p"
+    cluster.add(SERVICES, pinned)
+    reconciler, _ = await cluster.start()
+
+    await reconcile(reconciler, WEB)
+
+    message = (
+        "no pool can give an IP: pool p's namespaceSelector team=a does not match namespace "
+        "default's labels (team=b)"
+    )
+    assert cluster.events.posted == [("Warning", "NoPool", message)]
+    snapshot = Snapshot(
+        services=[pinned],
+        pools=[cluster.api.objects[("ipclaimpools", "p")]],
+        namespace_labels={"default": {"team": "b"}},
+    )
+    found = explain(snapshot, "default", "web", datetime.now(UTC))
+    assert found is not None and found.cause == "NoPool"
+    assert found.reason.startswith(message)
+
+
+# --- why an IP was taken back ------------------------------------------------------------
+async def test_a_load_balancer_switched_to_cluster_ip_is_released_as_such() -> None:
+    """#33: a class-based LoadBalancer switched to ClusterIP had its IP released "annotation
+    removed", an annotation it never had. The Released Event says what happened; a Service
+    whose annotation did go still says so."""
+    cluster = Cluster()
+    cluster.add(IPCLAIMPOOLS, pool())
+    lb = service("lb")
+    lb["metadata"]["annotations"] = {}
+    lb["spec"] |= {"type": "LoadBalancer", "loadBalancerClass": "eipctl.io/external-ip"}
+    cluster.add(SERVICES, lb)
+    cluster.add(SERVICES, service("web", port=443))
+    reconciler, _ = await cluster.start()
+    for key in ("default/lb", WEB):
+        await reconcile(reconciler, key)
+    switched = cluster.api.objects[("services", "default/lb")]
+    switched["spec"]["type"] = "ClusterIP"
+    del switched["spec"]["loadBalancerClass"]
+    cluster.add(SERVICES, switched)
+    unannotated = cluster.api.objects[("services", WEB)]
+    del unannotated["metadata"]["annotations"]["external-ip"]
+    cluster.add(SERVICES, unannotated)
+    cluster.events.posted.clear()
+
+    for key in ("default/lb", WEB):
+        await reconcile(reconciler, key)
+
+    assert cluster.events.posted == [
+        (
+            "Normal",
+            "Released",
+            f"released {FIRST_FREE} (pool p): no longer a LoadBalancer (now type ClusterIP) "
+            "and no external-ip annotation",
+        ),
+        ("Normal", "Released", f"released {NEXT_FREE} (pool p): annotation removed"),
+    ]
+
+
+async def test_a_released_service_keeps_no_eipctl_annotation() -> None:
+    """#33: `eipctl.io/write-id` (the writer's stamp) stayed on a Service after its IP was
+    released; with the IP gone, no annotation of eipctl's is left on it."""
+    cluster = Cluster()
+    cluster.add(IPCLAIMPOOLS, pool())
+    cluster.add(SERVICES, service("web"))
+    reconciler, _ = await cluster.start()
+    await reconcile(reconciler, WEB)
+    held = cluster.api.objects[("services", WEB)]
+    assert "eipctl.io/write-id" in held["metadata"]["annotations"]  # while it holds the IP
+    del held["metadata"]["annotations"]["external-ip"]
+    cluster.add(SERVICES, held)
+
+    await reconcile(reconciler, WEB)
+
+    released = cluster.api.objects[("services", WEB)]
+    assert cluster.ips_of(WEB) == []
+    assert released["metadata"]["annotations"] == {}

@@ -17,6 +17,7 @@ from ipaddress import ip_address
 from typing import Any, cast
 
 import pytest
+import structlog
 from kube.kube_fakes import FakeApi
 
 from allocator.term_fakes import (
@@ -92,6 +93,40 @@ def test_a_service_is_looked_at_when_it_asks_for_an_ip_or_records_one(
 
 
 # --- a term starts from the caches ----------------------------------------------------------
+async def test_a_term_says_once_how_many_unclassed_load_balancers_it_leaves_alone() -> None:
+    """A plain ``type: LoadBalancer`` (no class, no annotation) stays ``<pending>`` unless the
+    allocator serves unclassed ones: the term's start says how many it leaves alone and
+    which flag changes that, in one line (none when it serves them)."""
+    cluster = Cluster()
+    cluster.add(SERVICES, load_balancer())
+    plain = load_balancer()
+    plain["metadata"]["name"] = "lb2"
+    cluster.add(SERVICES, plain)
+    cluster.add(
+        SERVICES,
+        load_balancer("eipctl.io/external-ip")
+        | {"metadata": {"name": "ours", "namespace": "default"}},
+    )
+    annotated = load_balancer()
+    annotated["metadata"] = {
+        "name": "asks",
+        "namespace": "default",
+        "annotations": {"external-ip": "auto"},
+    }
+    cluster.add(SERVICES, annotated)
+
+    with structlog.testing.capture_logs() as logs:
+        await cluster.term()
+    with structlog.testing.capture_logs() as served_logs:
+        await cluster.term(serve_unclassed=True)
+
+    lines = [e for e in logs if e["event"] == "allocator.unclassed_ignored"]
+    assert len(lines) == 1
+    assert lines[0]["services"] == 2
+    assert lines[0]["flag"] == "--serve-unclassed-load-balancers"
+    assert not [e for e in served_logs if e["event"] == "allocator.unclassed_ignored"]
+
+
 async def test_a_term_rebuilds_the_book_from_the_caches_so_nothing_is_handed_out_twice() -> None:
     """Claims, IPs carried by hand and IPs a Service records without a claim are all taken
     before any work; per-node copies and Services being deleted count for nothing."""

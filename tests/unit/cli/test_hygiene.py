@@ -182,8 +182,11 @@ def write_config(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("node-timout: 2s\n", "unknown key 'node-timout' (did you mean 'node-timeout'?)"),
-        ("scheduler:\n  node-timout: 2s\n", "unknown key 'node-timout' in section 'scheduler'"),
+        ("fence-timout: 2s\n", "unknown key 'fence-timout' (did you mean 'fence-timeout'?)"),
+        (
+            "scheduler:\n  liveness-timout: 2s\n",
+            "unknown key 'liveness-timout' in section 'scheduler'",
+        ),
         ("scheduler:\n  iface: eth1\n", "unknown key 'iface' in section 'scheduler'"),
         ("schedular:\n  policy: all\n", "unknown key 'schedular' (did you mean 'scheduler'?)"),
         ("scheduler: all\n", "section 'scheduler' must be a mapping"),
@@ -208,18 +211,18 @@ def test_a_key_of_another_command_is_fine_at_top_level(tmp_path: Path) -> None:
 
 
 def test_an_empty_key_or_section_leaves_the_defaults(tmp_path: Path) -> None:
-    config = write_config(tmp_path, "node-timeout:\nscheduler:\n  # policy: all\n")
+    config = write_config(tmp_path, "liveness-timeout:\nscheduler:\n  # policy: all\n")
     settings = settings_of("scheduler", "--config", str(config))
     assert isinstance(settings, SchedulerSettings)
-    assert (settings.node_timeout, settings.policy) == (0.4, "spread")
+    assert (settings.liveness_timeout, settings.policy) == (0.4, "spread")
 
 
 def test_an_unknown_config_key_exits_2_with_one_line(tmp_path: Path) -> None:
-    config = write_config(tmp_path, "log-level: info\nnode-timout: 2s\n")
+    config = write_config(tmp_path, "log-level: info\nfence-timout: 2s\n")
     result = run_eipctl("controller", "--config", str(config))
     assert result.returncode == 2, result.stderr
     assert one_line(result.stderr).startswith(
-        f"eipctl controller: error: --config: {config}: unknown key 'node-timout'"
+        f"eipctl controller: error: --config: {config}: unknown key 'fence-timout'"
     )
 
 
@@ -229,7 +232,11 @@ def test_an_unknown_config_key_exits_2_with_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["scheduler", "--node-timeout", "-1s"], "--node-timeout: duration '-1s' must not be"),
+        (
+            ["scheduler", "--liveness-timeout", "-1s"],
+            "--liveness-timeout: duration '-1s' must not be",
+        ),
+        (["controller", "--fence-timeout", "-1s"], "--fence-timeout: duration '-1s' must not be"),
         (["controller", "--node-timeout", "-1s"], "--node-timeout: duration '-1s' must not be"),
         (["allocator", "--lease-duration", "-2s"], "--lease-duration: duration '-2s' must not"),
         (
@@ -252,9 +259,9 @@ def test_a_flag_without_its_value_is_still_an_argparse_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main(["scheduler", "--node-timeout", "--policy", "all"])
+        main(["scheduler", "--liveness-timeout", "--policy", "all"])
     assert exit_.value.code == 2
-    assert "--node-timeout: expected one argument" in capsys.readouterr().err
+    assert "--liveness-timeout: expected one argument" in capsys.readouterr().err
 
 
 def test_no_kubeconfig_anywhere_is_one_line_and_exit_2(tmp_path: Path) -> None:

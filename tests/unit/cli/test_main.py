@@ -1,6 +1,7 @@
 """The CLI as a user meets it: help, precedence of flag > env > file > default, exit 2 on bad values."""
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 
 from eipctl.cli.main import build_parser, build_settings, main
 from eipctl.runtime.config import ControllerSettings, SchedulerSettings
-from eipctl.runtime.settings import SettingsError
+from eipctl.runtime.settings import Deprecation, SettingsError
 
 
 def settings_for(argv: list[str], monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> object:
@@ -23,7 +24,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = settings_for(["scheduler"], monkeypatch, {})
     assert isinstance(settings, SchedulerSettings)
     assert settings.policy == "spread"
-    assert settings.node_timeout == 0.4
+    assert settings.liveness_timeout == 0.4
     assert settings.lease_duration > settings.renew_deadline > settings.retry_period
 
 
@@ -32,19 +33,88 @@ def test_precedence_flag_over_env_over_file(
 ) -> None:
     config = tmp_path / "eipctl.yaml"
     config.write_text(
-        "node-timeout: 5s\npolicy: single\nworkers: 7\n"
+        "liveness-timeout: 5s\npolicy: single\nworkers: 7\n"
         "scheduler:\n  workers: 9\nallocator:\n  workers: 1\n"
     )
     settings = settings_for(
         ["scheduler", "--config", str(config), "--policy", "all"],
         monkeypatch,
-        {"EIPCTL_NODE_TIMEOUT": "3s", "EIPCTL_POLICY": "spread"},
+        {"EIPCTL_LIVENESS_TIMEOUT": "3s", "EIPCTL_POLICY": "spread"},
     )
     assert isinstance(settings, SchedulerSettings)
     assert settings.policy == "all"  # flag beats env and file
-    assert settings.node_timeout == 3.0  # env beats file
+    assert settings.liveness_timeout == 3.0  # env beats file
     assert settings.workers == 9  # the command's own section beats top-level keys
     assert settings.retry_period == 0.2  # default
+
+
+# --- --node-timeout: one name had two meanings (#33) --------------------------------------
+def both(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> tuple[SchedulerSettings, ControllerSettings, list[Deprecation]]:
+    """The scheduler's and the controller's settings from the same flags and environment."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    told: list[Deprecation] = []
+    parser = build_parser()
+    scheduler = build_settings(
+        SchedulerSettings, parser.parse_args(["scheduler", *argv]), "scheduler", told
+    )
+    controller = build_settings(
+        ControllerSettings, parser.parse_args(["controller", *argv]), "controller", told
+    )
+    return scheduler, controller, told
+
+
+def test_each_timeout_has_its_own_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler's liveness timeout and the controller's fence timeout are two names; a
+    top-level key of one is not read by the other command."""
+    config = tmp_path / "eipctl.yaml"
+    config.write_text("liveness-timeout: 600ms\nfence-timeout: 3s\n")
+    scheduler, controller, told = both(["--config", str(config)], monkeypatch, {})
+    assert (scheduler.liveness_timeout, controller.fence_timeout) == (0.6, 3.0)
+    assert told == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "config", "source"),
+    [
+        (["--node-timeout", "2s"], {}, "", "command line"),
+        ([], {"EIPCTL_NODE_TIMEOUT": "2s"}, "", "environment EIPCTL_NODE_TIMEOUT"),
+        ([], {}, "node-timeout: 2s\n", "config file key 'node-timeout'"),
+    ],
+    ids=["flag", "env", "config"],
+)
+def test_the_old_name_still_works_for_a_release_and_is_told(
+    argv: list[str],
+    env: dict[str, str],
+    config: str,
+    source: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--node-timeout` (flag, EIPCTL_NODE_TIMEOUT or a config key) still sets what it set:
+    the scheduler's liveness timeout and the controller's fence timeout, each told once."""
+    if config:
+        path = tmp_path / "eipctl.yaml"
+        path.write_text(config)
+        argv = [*argv, "--config", str(path)]
+    scheduler, controller, told = both(argv, monkeypatch, env)
+    assert (scheduler.liveness_timeout, controller.fence_timeout) == (2.0, 2.0)
+    assert told == [
+        Deprecation("node-timeout", "liveness-timeout", source, applied=True),
+        Deprecation("node-timeout", "fence-timeout", source, applied=True),
+    ]
+
+
+def test_the_new_name_set_as_firmly_wins_over_the_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {"EIPCTL_LIVENESS_TIMEOUT": "2s", "EIPCTL_FENCE_TIMEOUT": "4s"}
+    scheduler, controller, told = both([], monkeypatch, {**env, "EIPCTL_NODE_TIMEOUT": "3s"})
+    assert (scheduler.liveness_timeout, controller.fence_timeout) == (2.0, 4.0)
+    assert [d.applied for d in told] == [False, False]
+    assert "ignored: --liveness-timeout is set too and wins" in told[0].text
+    _, controller, _ = both(["--node-timeout", "5s"], monkeypatch, {})
+    assert controller.fence_timeout == 5.0  # the old name on the command line beats the env
 
 
 def test_bool_flag_without_value_means_true(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,9 +125,9 @@ def test_bool_flag_without_value_means_true(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_error_names_flag_and_source(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(
-        SettingsError, match=r"--node-timeout: invalid duration '10x'.*EIPCTL_NODE_TIMEOUT"
+        SettingsError, match=r"--liveness-timeout: invalid duration '10x'.*EIPCTL_LIVENESS_TIMEOUT"
     ):
-        settings_for(["scheduler"], monkeypatch, {"EIPCTL_NODE_TIMEOUT": "10x"})
+        settings_for(["scheduler"], monkeypatch, {"EIPCTL_LIVENESS_TIMEOUT": "10x"})
 
 
 def test_unsafe_lease_timings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,7 +173,7 @@ def test_a_crashed_holders_address_expires_before_the_new_holders_last_announcem
     assert isinstance(controller, ControllerSettings)
     assert isinstance(scheduler, SchedulerSettings)
     old_copy_gone = math.ceil(controller.address_lifetime) + 0.3
-    earliest_add = scheduler.node_timeout - scheduler.liveness_interval
+    earliest_add = scheduler.liveness_timeout - scheduler.liveness_interval
     last_announcement = earliest_add + (
         (controller.announce_count - 1) * controller.announce_interval
     )
@@ -115,7 +185,7 @@ def test_the_address_lifetime_may_be_shorter_than_the_fence_timeout() -> None:
     args = build_parser().parse_args(["controller", "--address-lifetime", "1s"])
     settings = build_settings(ControllerSettings, args, "controller")
     assert isinstance(settings, ControllerSettings)
-    assert settings.address_lifetime < settings.node_timeout
+    assert settings.address_lifetime < settings.fence_timeout
 
 
 @pytest.mark.parametrize("command", ["controller", "scheduler"])
@@ -137,7 +207,7 @@ def test_scheduler_refuses_a_timeout_of_two_probe_intervals() -> None:
     ("argv", "message"),
     [
         (["scheduler", "--policy", "roundrobin"], "--policy: invalid choice 'roundrobin'"),
-        (["scheduler", "--node-timeout", "10x"], "--node-timeout: invalid duration '10x'"),
+        (["scheduler", "--liveness-timeout", "10x"], "--liveness-timeout: invalid duration '10x'"),
         (["controller", "--resync-interval=-5s"], "--resync-interval: duration '-5s' must not"),
         (["allocator", "--workers", "0"], "--workers: 0 is out of range"),
     ],
@@ -165,7 +235,7 @@ def test_each_command_shows_only_its_own_flags() -> None:
     assert "--iface" in helps["controller"] and "--iface" not in helps["scheduler"]
     assert "--purge-on-pool-delete" in helps["allocator"]
     assert "--nodes" in helps["sandbox"]
-    assert "(default: '400ms'; env EIPCTL_NODE_TIMEOUT)" in " ".join(helps["scheduler"].split())
+    assert "(default: '400ms'; env EIPCTL_LIVENESS_TIMEOUT)" in " ".join(helps["scheduler"].split())
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -212,3 +282,27 @@ def test_nothing_is_imported_by_name_to_hide_it_from_the_import_contracts() -> N
 
     packages = {c.module.split(":")[0].split(".")[1] for c in COMMANDS}
     assert packages == {"allocator", "scheduler", "controller", "nodeips"}
+
+
+def test_version_is_also_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """#33: `eipctl --version` failed; only `eipctl version` worked."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("eipctl ")
+
+
+def test_identity_help_names_one_default() -> None:
+    """#33: `--identity`'s help printed two defaults ("pod name" and this host's name-pid)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "eipctl", "scheduler", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "POD_NAME": ""},
+    ).stdout
+    text = " ".join(out.split())
+    start = text.index("--identity IDENTITY holder")
+    identity = text[start : text.index("--lease-duration", start)]
+    assert identity.count("default") == 1, identity
+    assert "(default: $POD_NAME, else HOSTNAME-PID; env EIPCTL_IDENTITY)" in identity

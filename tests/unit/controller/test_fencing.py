@@ -21,10 +21,10 @@ NODE = "node-a"
 
 
 def make(
-    node_timeout: float, clock: Callable[[], float] = time.monotonic
+    fence_timeout: float, clock: Callable[[], float] = time.monotonic
 ) -> tuple[FenceWatch, list[FenceTransition]]:
     seen: list[FenceTransition] = []
-    watch = FenceWatch(NODE, fence=Fence(node_timeout, clock), on_transition=seen.append)
+    watch = FenceWatch(NODE, fence=Fence(fence_timeout, clock), on_transition=seen.append)
     return watch, seen
 
 
@@ -93,7 +93,7 @@ def test_watchdog_fences_at_the_deadline_and_an_api_success_restores(
     async def main() -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        watch, seen = make(node_timeout=0.3, clock=loop.time)
+        watch, seen = make(fence_timeout=0.3, clock=loop.time)
         watchdog = asyncio.create_task(watch.watchdog())
         try:
             async with asyncio.timeout(2):
@@ -113,11 +113,11 @@ def test_watchdog_fences_at_the_deadline_and_an_api_success_restores(
 async def test_watchdog_fences_at_the_exact_deadline_and_keeps_watching_after_a_restore(
     scripted: Callable[[int], ScriptedSleep],
 ) -> None:
-    """It sleeps until the deadline, fences when the age equals node_timeout, looks again
-    every tenth of node_timeout while fenced (not a 10 s heartbeat interval: a second outage
+    """It sleeps until the deadline, fences when the age equals fence_timeout, looks again
+    every tenth of fence_timeout while fenced (not a 10 s heartbeat interval: a second outage
     right after a restore must fence on time), and fences again at the next deadline."""
     script = scripted(4)
-    watch, seen = make(node_timeout=0.5, clock=script.clock)
+    watch, seen = make(fence_timeout=0.5, clock=script.clock)
     script.after[2] = lambda: api_answered(watch)
     with pytest.raises(EndOfScriptError):
         await watch.watchdog()
@@ -129,7 +129,7 @@ async def test_fence_and_restore_set_the_gauge_count_and_log(
     scripted: Callable[[int], ScriptedSleep],
 ) -> None:
     script = scripted(2)
-    watch, seen = make(node_timeout=0.5, clock=script.clock)
+    watch, seen = make(fence_timeout=0.5, clock=script.clock)
     script.now = 0.51237  # the watchdog first looks after the deadline
     fences, restores = transitions()
     gauge: list[float] = []
@@ -158,7 +158,7 @@ async def test_fence_and_restore_set_the_gauge_count_and_log(
 
 async def test_no_transition_is_not_reported() -> None:
     """The heartbeat and the checks hand over every answer of the fence; NONE goes no further."""
-    watch, seen = make(node_timeout=30.0)
+    watch, seen = make(fence_timeout=30.0)
     before = transitions()
     with structlog.testing.capture_logs() as logs:
         api_answered(watch)

@@ -36,7 +36,7 @@ class Api:
         return {}
 
 
-def make(api: Api, node_timeout: float = 0.3) -> tuple[Heartbeat, list[FenceTransition]]:
+def make(api: Api, fence_timeout: float = 0.3) -> tuple[Heartbeat, list[FenceTransition]]:
     seen: list[FenceTransition] = []
 
     async def reregister() -> int:
@@ -46,7 +46,7 @@ def make(api: Api, node_timeout: float = 0.3) -> tuple[Heartbeat, list[FenceTran
         api,
         "node-a",
         interval=0.05,
-        fence=Fence(node_timeout, time.monotonic),
+        fence=Fence(fence_timeout, time.monotonic),
         on_transition=seen.append,
         reregister=reregister,
         counter=7,
@@ -75,17 +75,17 @@ async def test_a_deleted_ipnode_is_registered_again() -> None:
 def test_errors_and_hangs_fail_the_beat(
     run_virtual: Callable[[Coroutine[Any, Any, None]], None],
 ) -> None:
-    """On a virtual clock (tests/virtual_clock.py): a hung beat gives up at node_timeout."""
+    """On a virtual clock (tests/virtual_clock.py): a hung beat gives up at fence_timeout."""
 
     async def main() -> None:
         api = Api()
-        hb, _ = make(api, node_timeout=0.2)
+        hb, _ = make(api, fence_timeout=0.2)
         api.fail = ServerError(503, "ServiceUnavailable", "")
         assert not await hb.beat()
         api.hang = True
         loop = asyncio.get_running_loop()
         started = loop.time()
-        assert not await hb.beat()  # bounded by node_timeout
+        assert not await hb.beat()  # bounded by fence_timeout
         assert loop.time() - started == pytest.approx(0.2)
 
     run_virtual(main())

@@ -61,7 +61,7 @@ def make(
     api: Api,
     clock: Clock,
     *,
-    node_timeout: float = 0.5,
+    fence_timeout: float = 0.5,
     interval: float = 0.25,
     counter: int | None = 7,
 ) -> tuple[Heartbeat, list[FenceTransition]]:
@@ -75,7 +75,7 @@ def make(
         api,
         NODE,
         interval=interval,
-        fence=Fence(node_timeout, clock),
+        fence=Fence(fence_timeout, clock),
         on_transition=seen.append,
         reregister=reregister,
         **kwargs,
@@ -175,7 +175,7 @@ async def test_a_deleted_ipnode_is_logged_registered_again_and_its_status_patche
 async def test_failures_are_counted_and_logged_on_the_first_then_every_twentieth() -> None:
     clock = Clock()
     api = Api()
-    hb, _ = make(api, clock, node_timeout=3600.0)
+    hb, _ = make(api, clock, fence_timeout=3600.0)
     clock.now = 0.12345
     error = ServerError(503, "ServiceUnavailable", "")
     api.failing = error
@@ -196,9 +196,9 @@ async def test_failures_are_counted_and_logged_on_the_first_then_every_twentieth
     assert sample("eipctl_controller_heartbeats_total", result="error") == errors + 41
 
 
-async def test_a_write_that_outlives_the_node_timeout_is_logged_as_a_timeout() -> None:
+async def test_a_write_that_outlives_the_fence_timeout_is_logged_as_a_timeout() -> None:
     api = Api()
-    hb, _ = make(api, Clock(), node_timeout=0.02)
+    hb, _ = make(api, Clock(), fence_timeout=0.02)
     api.hang = True
     with structlog.testing.capture_logs() as logs:
         assert not await hb.beat()
@@ -207,7 +207,7 @@ async def test_a_write_that_outlives_the_node_timeout_is_logged_as_a_timeout() -
 
 async def test_recovery_is_logged_once_and_the_next_outage_is_counted_afresh() -> None:
     api = Api()
-    hb, _ = make(api, Clock(), node_timeout=3600.0)
+    hb, _ = make(api, Clock(), fence_timeout=3600.0)
     ok = sample("eipctl_controller_heartbeats_total", result="ok")
     with structlog.testing.capture_logs() as logs:
         assert await hb.beat()  # nothing failed yet: nothing recovered
@@ -235,7 +235,7 @@ async def test_run_beats_at_a_fixed_cadence_a_slow_write_shortens_the_sleep(
     clock = Clock(8.0)
     api = Api(clock)
     api.takes = 0.25
-    hb, _ = make(api, clock, node_timeout=3600.0, interval=1.0)
+    hb, _ = make(api, clock, fence_timeout=3600.0, interval=1.0)
     fake = fake_asyncio(clock, 3)
     with pytest.raises(EndOfScriptError):
         await hb.run()
@@ -249,7 +249,7 @@ async def test_run_does_not_sleep_after_a_write_slower_than_the_interval(
     clock = Clock(8.0)
     api = Api(clock)
     api.takes = 1.5
-    hb, _ = make(api, clock, node_timeout=3600.0, interval=1.0)
+    hb, _ = make(api, clock, fence_timeout=3600.0, interval=1.0)
     fake = fake_asyncio(clock, 2)
     with pytest.raises(EndOfScriptError):
         await hb.run()

@@ -178,7 +178,7 @@ async def test_announcements_ask_the_fence_before_every_round(h: Harness) -> Non
     await h.reconciler.reconcile()
     await asyncio.sleep(0)
     assert h.guards and h.guards[-1]() is True
-    h.clock.now += 1.0  # heartbeat older than the node timeout: may no longer hold
+    h.clock.now += 1.0  # heartbeat older than the fence timeout: may no longer hold
     assert h.guards[-1]() is False
     await h.reconciler.close()
 
@@ -296,7 +296,7 @@ async def test_an_add_decided_before_a_relist_is_dropped(h: Harness) -> None:
 
 async def test_renewals_do_not_wait_behind_a_handover_read(h: Harness) -> None:
     """An address that moved away waits for a fresh read of its claim (the handover); with
-    the API slow that read may take up to the node timeout, longer than the addresses that
+    the API slow that read may take up to the fence timeout, longer than the addresses that
     stay here can go unrenewed. They are renewed first."""
     h.claims.place("203.0.113.7")
     h.claims.place("203.0.113.8")

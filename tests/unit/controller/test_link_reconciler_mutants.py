@@ -214,7 +214,7 @@ async def test_with_a_stale_heartbeat_a_moved_claim_leaves_its_old_link_without_
     await h.reconciler.reconcile()
     h.backend.ops.clear()
     h.claims.get("203.0.113.1")["spec"]["link"] = "eth1"
-    h.clock.now += 1.0  # heartbeat exactly node_timeout old: may not hold, not fenced yet
+    h.clock.now += 1.0  # heartbeat exactly fence_timeout old: may not hold, not fenced yet
     assert not h.fence.fenced
     with structlog.testing.capture_logs() as logs:
         await h.reconciler.reconcile()
@@ -223,7 +223,7 @@ async def test_with_a_stale_heartbeat_a_moved_claim_leaves_its_old_link_without_
 
 
 async def test_with_a_stale_heartbeat_held_addresses_are_not_renewed(h: Harness) -> None:
-    """Renewing is holding: once the heartbeat is node_timeout old the lifetimes run down
+    """Renewing is holding: once the heartbeat is fence_timeout old the lifetimes run down
     even before the watchdog fences; a successful heartbeat renews them again."""
     h.claims.place("203.0.113.1")
     await h.reconciler.reconcile()

@@ -38,7 +38,7 @@ FAST = NodeSettings(
     node=NODE,
     link="eth0",
     api=ApiSettings(heartbeat_interval=0.05),
-    fencing=FencingSettings(node_timeout=0.4),
+    fencing=FencingSettings(fence_timeout=0.4),
     addresses=AddressSettings(lifetime=2.0, resync_interval=0.5),
 )
 
@@ -403,8 +403,8 @@ async def test_fences_when_the_api_is_unreachable_and_restores(bed: Bed) -> None
     await eventually(controller.ready)
     await bed.claim("203.0.113.7")
     await eventually(lambda: bed.on_link("203.0.113.7"))
-    bed.srv.faults.pause(FAST.fencing.node_timeout * 4)
-    # fenced within the pause (1.6 s; it needs at most node_timeout + probe_silence, 0.8 s:
+    bed.srv.faults.pause(FAST.fencing.fence_timeout * 4)
+    # fenced within the pause (1.6 s; it needs at most fence_timeout + probe_silence, 0.8 s:
     # the deadline, then one check's timeout), as it can only be while the API is silent;
     # when exactly is test_reachability.py's virtual-clock test (this bed has real sockets)
     await eventually(lambda: not bed.on_link("203.0.113.7"), what="fenced during the pause")
@@ -565,7 +565,7 @@ async def test_the_controller_answers_liveness_probes_at_the_endpoint_it_publish
     probing = asyncio.create_task(prober.run())
     try:
         await eventually(lambda: Flag.EXTENDED in heard or None)
-        bed.srv.faults.pause(FAST.fencing.node_timeout * 4)  # the API hangs: alone, the node holds
+        bed.srv.faults.pause(FAST.fencing.fence_timeout * 4)  # the API hangs: alone, the node holds
         await eventually(lambda: heard[-1] == Flag.API_STALE | Flag.EXTENDED or None)
         assert not any(flags & Flag.FENCED for flags in heard)
         await eventually(lambda: heard[-1] == Flag.EXTENDED or None)  # the API is back

@@ -1,5 +1,5 @@
 """controller/reachability.py: reads prove the API; probes that stop trigger a check, and a
-check that fails then fences at once instead of after the node timeout."""
+check that fails then fences at once instead of after the fence timeout."""
 
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ class Api:
 
 class Bed:
     def __init__(
-        self, *, node_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic
+        self, *, fence_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.clock = clock
         self.api = Api()
-        self.fence = Fence(node_timeout, clock)
+        self.fence = Fence(fence_timeout, clock)
         self.transitions: list[FenceTransition] = []
         self.last_probe: float | None = None
         self.reach = ApiReachability(
@@ -114,10 +114,10 @@ def test_reads_every_interval_keep_the_fence_fed(
     run_virtual: Callable[[Coroutine[Any, Any, None]], None],
 ) -> None:
     """On a virtual clock (tests/virtual_clock.py): a read every 0.2 s, so the API is never
-    silent for longer than that, well inside the 0.5 s node timeout."""
+    silent for longer than that, well inside the 0.5 s fence timeout."""
 
     async def main() -> None:
-        bed = Bed(node_timeout=0.5, clock=asyncio.get_running_loop().time)
+        bed = Bed(fence_timeout=0.5, clock=asyncio.get_running_loop().time)
         async with running(bed):
             await asyncio.sleep(1.0)
         assert bed.api.gets >= 5
@@ -130,7 +130,7 @@ def test_reads_every_interval_keep_the_fence_fed(
 def test_probes_stopping_with_the_api_gone_fence_at_once(
     run_virtual: Callable[[Coroutine[Any, Any, None]], None],
 ) -> None:
-    """Cut off from both: no waiting for the 30 s node timeout. On a virtual clock: fenced
+    """Cut off from both: no waiting for the 30 s fence timeout. On a virtual clock: fenced
     within a probe silence and a check's own timeout of the cut, not 30 s."""
 
     async def main() -> None:
@@ -177,7 +177,7 @@ def test_at_the_deadline_a_hanging_api_fences_after_one_checks_timeout(
     run_virtual: Callable[[Coroutine[Any, Any, None]], None],
 ) -> None:
     """On a virtual clock, wired as node.py wires them: the API hangs from the start, the
-    watchdog asks `justify` at the fence's deadline (node_timeout 0.5 s), the check it makes
+    watchdog asks `justify` at the fence's deadline (fence_timeout 0.5 s), the check it makes
     gives up after min(interval, probe_silence) = 0.2 s, and with nobody else to ask the
     node fences then: at 0.7 s exactly (tests/unit/controller/test_node.py's fencing story
     runs this on the emulator and bounds only that it happens)."""
@@ -185,7 +185,7 @@ def test_at_the_deadline_a_hanging_api_fences_after_one_checks_timeout(
     async def main() -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        bed = Bed(node_timeout=0.5, clock=loop.time)
+        bed = Bed(fence_timeout=0.5, clock=loop.time)
         bed.api.mode = "hang"
         at: list[float] = []
 
@@ -281,7 +281,7 @@ class Peers:
 
 
 class OutageBed:
-    """node_timeout 1, vouch_window 0.5 on a fake clock at 100: the API's word lasts until
+    """fence_timeout 1, vouch_window 0.5 on a fake clock at 100: the API's word lasts until
     101 unless renewed; the writer's probes are silent after probe_silence (0.2). Wired as
     node.py wires them: the reachability reports through the `FenceWatch`, whose watchdog
     asks `justify` at the deadline."""

@@ -28,7 +28,7 @@ MAPPED: dict[str, tuple[str, str, Any]] = {
     "heartbeat_interval": ("api", "heartbeat_interval", 7.25),
     "restart_grace": ("api", "restart_grace", 8.25),
     "node_key_namespace": ("api", "node_key_namespace", "keys-z"),
-    "node_timeout": ("fencing", "node_timeout", 9.25),
+    "fence_timeout": ("fencing", "fence_timeout", 9.25),
     "api_check_interval": ("fencing", "api_check_interval", 1.75),
     "address_lifetime": ("addresses", "lifetime", 11.25),
     "resync_interval": ("addresses", "resync_interval", 12.25),
@@ -54,6 +54,7 @@ PROCESS_ONLY = {
     "announce_count",
     "announce_interval",
     "probe_timeout",
+    "node_timeout",  # the deprecated old name of fence_timeout: resolved into it, never read
 }
 
 
@@ -101,7 +102,7 @@ def test_the_defaults_go_through_unchanged() -> None:
         api=ApiSettings(
             heartbeat_interval=10.0, restart_grace=15.0, node_key_namespace="eipctl-node-keys"
         ),
-        fencing=FencingSettings(node_timeout=2.5, api_check_interval=1.0),
+        fencing=FencingSettings(fence_timeout=2.5, api_check_interval=1.0),
         addresses=AddressSettings(lifetime=2.0, resync_interval=30.0, cleanup_on_exit=False),
         liveness=LivenessSettings(address="", port=9473, probe_silence=0.4),
         announcing=AnnounceSettings(

@@ -38,7 +38,7 @@ SETTINGS = NodeSettings(
     node=NODE,
     link="eth0",
     api=ApiSettings(heartbeat_interval=0.05),
-    fencing=FencingSettings(node_timeout=0.4),
+    fencing=FencingSettings(fence_timeout=0.4),
     addresses=AddressSettings(lifetime=2.0, resync_interval=0.5),
 )
 ADMIN = {"198.51.100.250/32", "2001:db8:ffff::250/128", "192.0.2.10/24"}

@@ -47,11 +47,11 @@ class Bed:
     def __init__(self, *claims: dict[str, Any]) -> None:
         self.clock = Clock()
         self.claims = Claims(*claims)
-        self.fence = Fence(node_timeout=1.0, clock=self.clock, vouch_window=0.5)
+        self.fence = Fence(fence_timeout=1.0, clock=self.clock, vouch_window=0.5)
         self.vouching = Vouching(NODE, self.claims, self.fence, self.clock)  # type: ignore[arg-type]
 
     def api_lapsed(self) -> None:
-        """Move past the fence's node timeout: only a vouch (or a quorum) justifies holding."""
+        """Move past the fence's fence timeout: only a vouch (or a quorum) justifies holding."""
         self.clock.now += 2.0
 
 

@@ -11,7 +11,7 @@ import pytest
 from eipctl.kube.client import IPCLAIMS, Obj
 from eipctl.kube.errors import AlreadyExists, ApiError, Invalid, NotFound, ServerError, error_for
 from eipctl.kube.metrics import WRITER_COALESCED, WRITER_CONFLICTS, WRITER_RETRIES
-from eipctl.kube.write_ids import WRITE_ID
+from eipctl.kube.write_ids import WRITE_ID, unstamp
 from eipctl.kube.writer import SerializedWriter, WriterSettings
 
 from .kube_fakes import FakeApi
@@ -130,6 +130,28 @@ async def test_retryable_errors_are_retried_and_ambiguous_writes_not_doubled() -
     obj = api.objects[("ipclaims", "c1")]
     assert obj["spec"]["n"] == 2
     assert WRITE_ID in obj["metadata"]["annotations"]
+
+
+async def test_a_mutation_that_takes_the_write_id_off_gets_an_unstamped_write() -> None:
+    """#33: the stamp stayed on an object eipctl had let go of. A mutation that removes it
+    (`write_ids.unstamp`) is written without one; an ambiguous failure of that write is
+    settled by re-applying the mutation to a fresh read, which then changes nothing."""
+    api = RefusingApi()
+    api.put(IPCLAIMS, claim())
+    w = SerializedWriter(api, fast())
+    await w.update(IPCLAIMS, "c1", incr)
+    assert WRITE_ID in api.objects[("ipclaims", "c1")]["metadata"]["annotations"]
+
+    def let_go(obj: Obj) -> None:
+        obj["spec"]["n"] = 0
+        unstamp(obj)
+
+    api.fault_after = [error_for(503)]  # applied, then reported as failed
+    await w.update(IPCLAIMS, "c1", let_go)
+    obj = api.objects[("ipclaims", "c1")]
+    assert obj["spec"]["n"] == 0
+    assert WRITE_ID not in (obj["metadata"].get("annotations") or {})
+    assert api.calls.count("replace") == 2  # the re-read showed it landed: not sent again
 
 
 async def test_ambiguous_create_is_recognised_as_ours_but_a_foreign_one_is_not() -> None:

@@ -13,10 +13,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from eipctl.core.naming import natural_key
 from eipctl.plugin import main as plugin
 from eipctl.plugin.nodes import node_rows
 from eipctl.plugin.pools import deleting_pools
-from eipctl.plugin.snapshot import Snapshot, natural_key
+from eipctl.plugin.snapshot import Snapshot
 from eipctl.plugin.status import ip_rows
 
 from .objects import auto, claim, condition, event, ipnode, pool

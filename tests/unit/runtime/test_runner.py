@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 
 from eipctl.runtime import runner
 from eipctl.runtime.config import CommonSettings
 from eipctl.runtime.health import Health
+from eipctl.runtime.settings import Deprecation
 from eipctl.runtime.values import BindAddress
 
 OFF = BindAddress("", 0, enabled=False)
@@ -114,3 +116,17 @@ def test_probes_are_closed_when_the_metrics_port_is_busy(busy: BindAddress) -> N
         return health.ports()
 
     assert asyncio.run(go()) == []
+
+
+def test_a_flag_given_under_its_old_name_is_one_warning_naming_the_new_one() -> None:
+    old = Deprecation("node-timeout", "fence-timeout", "environment EIPCTL_NODE_TIMEOUT", True)
+    with structlog.testing.capture_logs() as logs:
+        runner.log_deprecations([old])
+    [line] = logs
+    assert line["event"] == "flag.deprecated" and line["log_level"] == "warning"
+    assert (line["flag"], line["replacement"]) == ("--node-timeout", "--fence-timeout")
+    assert line["detail"] == (
+        "--node-timeout (from environment EIPCTL_NODE_TIMEOUT) is deprecated and will be "
+        "removed: its value is used as --fence-timeout; use --fence-timeout "
+        "(docs/operations.md, 'Renamed flags')"
+    )

@@ -25,7 +25,7 @@ def test_timing_is_the_controllers_defaults_and_its_vouch_window() -> None:
     t = ScaleTiming.for_node(1000, flags)
     assert t.address == "127.1.3.232"
     assert t.heartbeat_interval == flags.heartbeat_interval
-    assert t.node_timeout == flags.node_timeout
+    assert t.fence_timeout == flags.fence_timeout
     assert t.vouch_window == max(1.0, 2 * flags.probe_silence + 0.2)
 
 

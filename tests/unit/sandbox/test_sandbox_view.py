@@ -148,7 +148,8 @@ def test_tty_output_redraws_in_place() -> None:
     drawn = first.count("\n")
     assert drawn == 1 + 2 + 2  # header, table (head + 1 row), nodes, totals
     view.update(snap)
-    assert out.getvalue()[len(first) :].startswith(f"\x1b[{drawn}F\x1b[J")
+    table = drawn - 1  # the header is written once and stays: only the table is redrawn
+    assert out.getvalue()[len(first) :].startswith(f"\x1b[{table}F\x1b[J")
     view.message("node-1 killed")
     tail = out.getvalue().rsplit("node-1 killed\n", 1)[1]
     assert tail.startswith("\x1b[J") and "default/web" in tail  # the table comes back below
@@ -160,3 +161,50 @@ def test_notes_show_under_the_table_and_once_in_plain_output() -> None:
     assert note in render(snap)
     assert describe_changes(None, snap)[0] == f"[   3.0s] {note}"
     assert describe_changes(snap, Snapshot(3.5, (), NODES, (note,))) == []
+
+
+def test_rows_sort_naturally() -> None:
+    """#33: the table read demo-1, demo-10, demo-11, demo-2."""
+    services = [service(f"demo-{n}") for n in (10, 2, 11, 1)]
+    rows = rows_from(services, [], {}.get)
+    assert [r.service for r in rows] == [f"default/demo-{n}" for n in (1, 2, 10, 11)]
+
+
+def test_on_a_tty_event_lines_go_under_the_banner_not_above_it() -> None:
+    """#33: a message erased the whole drawn block, banner included, and wrote itself above
+    it. The banner is written once and stays first; messages pile up under it, the table
+    is redrawn under them."""
+    out = io.StringIO()
+    view = LiveView(out, tty=True, header=["BANNER", ""])
+    view.message("before any table")
+    snap = Snapshot(1.0, (Row("default/web", "203.0.113.1", "node-1", "Bound", "node-1"),), ())
+    view.update(snap)
+    view.message("node-1 killed")
+    view.update(snap)
+    screen = replay(out.getvalue())
+    assert screen[0] == "BANNER"
+    assert screen.count("BANNER") == 1
+    assert screen.index("before any table") < screen.index("node-1 killed")
+    assert screen.index("node-1 killed") < next(
+        i for i, line in enumerate(screen) if "default/web" in line
+    )
+
+
+def replay(written: str) -> list[str]:
+    """The lines left on a terminal after `written` (only the cursor-up-and-erase the view
+    uses: ESC[nF moves n lines up, ESC[J erases from there down)."""
+    import re
+
+    screen: list[str] = []
+    for part in re.split(r"(\x1b\[\d*F|\x1b\[J)", written):
+        if not part:
+            continue
+        if part.endswith("F"):
+            up = int(part[2:-1] or "1")
+            cursor = len(screen) - up
+            del screen[cursor:]
+        elif part == "\x1b[J":
+            continue
+        else:
+            screen += part.splitlines()
+    return screen

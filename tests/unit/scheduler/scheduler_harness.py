@@ -235,7 +235,7 @@ def settings(**overrides: Any) -> SchedulerSettings:
     base = SchedulerSettings(
         identity="sched-a",
         lease_namespace="default",
-        node_timeout=0.5,
+        liveness_timeout=0.5,
         lease_duration=1.0,
         renew_deadline=0.8,
         retry_period=0.1,

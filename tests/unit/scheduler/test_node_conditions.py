@@ -470,7 +470,7 @@ async def test_the_scheduler_feeds_transitions_returns_and_edits(
     for name in names(3):
         nodes.add(name)
     add_claims(srv, 6)
-    async with scheduler(kubeconfig, node_timeout=0.3) as running:
+    async with scheduler(kubeconfig, liveness_timeout=0.3) as running:
         await eventually(lambda: all(placements(srv).values()), what="every claim placed")
         await eventually(lambda: all(live(n) == LIVE for n in names(3)), what="all Live")
         conditions = running.scheduler.node_conditions

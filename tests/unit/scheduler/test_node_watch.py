@@ -178,7 +178,7 @@ def test_the_stopping_process_answering_after_its_grace_moves_nothing() -> None:
     assert not bed.liveness.is_live("n1", 5.0)  # silent since 4.0: one timeout, no grace
 
 
-def test_a_grace_that_is_no_number_is_none_the_node_timeout_holds() -> None:
+def test_a_grace_that_is_no_number_is_none_the_liveness_timeout_holds() -> None:
     bed = Bed()
     bed.witness(2.0)
     bed.observe(None, ipnode(spec=ENDPOINT, heartbeat=7, restartGraceSeconds="soon"), at=0.0)

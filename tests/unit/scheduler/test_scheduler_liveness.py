@@ -82,7 +82,7 @@ async def test_a_silent_node_is_declared_dead_and_its_claims_move(
     for i in range(3):
         await udp_nodes.add(f"node-{i}")
     add_claims(srv, 9)
-    async with scheduler(kubeconfig, KEYRING, node_timeout=0.4, liveness_interval=0.1):
+    async with scheduler(kubeconfig, KEYRING, liveness_timeout=0.4, liveness_interval=0.1):
         await eventually(lambda: all(placements(srv).values()), what="every claim placed")
         for i in range(3):
             await eventually(
@@ -105,7 +105,7 @@ async def test_a_fenced_reply_moves_the_claims_at_once(
     for i in range(2):
         await udp_nodes.add(f"node-{i}")
     add_claims(srv, 4)
-    async with scheduler(kubeconfig, KEYRING, node_timeout=30.0, liveness_interval=0.1):
+    async with scheduler(kubeconfig, KEYRING, liveness_timeout=30.0, liveness_interval=0.1):
         await eventually(lambda: all(placements(srv).values()), what="every claim placed")
         udp_nodes.fenced.add("node-0")
         await eventually(lambda: not on(srv, "node-0"), what="node-0's claims moved", timeout=5)
@@ -120,7 +120,7 @@ async def test_replies_under_another_key_do_not_count(
     await udp_nodes.add("node-0")
     await udp_nodes.add("node-x", keyring=Keyring([b"somebody else's key entirely"]))
     add_claims(srv, 4)
-    async with scheduler(kubeconfig, KEYRING, node_timeout=0.4, liveness_interval=0.1):
+    async with scheduler(kubeconfig, KEYRING, liveness_timeout=0.4, liveness_interval=0.1):
         await eventually(lambda: udp_nodes.live_condition("node-x") == ("False", "NoReply"))
         # a node listed but never heard has one timeout from first sight, like every node
         # when a replica starts; then nothing stays on it

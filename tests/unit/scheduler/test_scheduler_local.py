@@ -114,7 +114,7 @@ async def test_a_local_service_ip_follows_its_endpoints_and_waits_when_there_is_
     srv: ApiServer, kubeconfig: Path, nodes: SimNodes
 ) -> None:
     local_service_on(srv, nodes, "node-2")
-    async with scheduler(kubeconfig, node_timeout=5.0) as running:
+    async with scheduler(kubeconfig, liveness_timeout=5.0) as running:
         await eventually(lambda: node_of_ip(srv) == "node-2", what="placed where the pod is")
 
         endpoints(srv, "web", "node-0")  # the pod rescheduled
@@ -148,7 +148,7 @@ async def test_a_cluster_service_ignores_endpoints_and_other_slices_start_no_pas
     srv: ApiServer, kubeconfig: Path, nodes: SimNodes
 ) -> None:
     local_service_on(srv, nodes, "node-2", policy="Cluster")
-    async with scheduler(kubeconfig, node_timeout=5.0) as running:
+    async with scheduler(kubeconfig, liveness_timeout=5.0) as running:
         await eventually(lambda: node_of_ip(srv) != "", what="placed")
         first = node_of_ip(srv)
         sched = running.scheduler
@@ -172,7 +172,7 @@ async def test_an_ip_shared_by_two_local_services_goes_where_both_have_endpoints
     endpoints(srv, "web", "node-0", "node-1")
     endpoints(srv, "api", "node-1", "node-2")
     add_claim(srv, ["default/api", "default/web"])
-    async with scheduler(kubeconfig, node_timeout=5.0):
+    async with scheduler(kubeconfig, liveness_timeout=5.0):
         await eventually(lambda: node_of_ip(srv) == "node-1", what="where both have one")
 
 
@@ -190,7 +190,7 @@ async def test_policy_all_keeps_copies_only_on_nodes_with_endpoints(
             if c["metadata"]["name"].startswith(f"{NAME}.")
         }
 
-    async with scheduler(kubeconfig, node_timeout=5.0, policy="all"):
+    async with scheduler(kubeconfig, liveness_timeout=5.0, policy="all"):
         await eventually(lambda: copies() == {"node-0"}, what="a copy where the pod is")
         endpoints(srv, "web", "node-1", "node-2")  # scaled out, off node-0
         await eventually(lambda: copies() == {"node-1", "node-2"}, what="copies followed")

@@ -59,7 +59,7 @@ async def test_scheduler_metrics_follow_placement_death_and_deletion(
     names = add_claims(srv, 9)
     failovers_before = sample("eipctl_failover_duration_seconds_count") or 0.0
     leader = {"component": "scheduler"}
-    async with scheduler(kubeconfig, node_timeout=0.5) as running:
+    async with scheduler(kubeconfig, liveness_timeout=0.5) as running:
         await eventually(lambda: all(placements(srv).values()), what="every claim placed")
         await eventually(lambda: sample("eipctl_leader", leader) == 1, what="leader gauge")
         sched = running.scheduler

@@ -54,7 +54,7 @@ async def test_node_death_moves_exactly_its_claims(
     for i in range(4):
         nodes.add(f"node-{i}")
     add_claims(srv, 40)
-    async with scheduler(kubeconfig, node_timeout=0.5) as running:
+    async with scheduler(kubeconfig, liveness_timeout=0.5) as running:
         await eventually(lambda: all_placed(srv))
         before = placements(srv)
         victims = {n for n, node in before.items() if node == "node-1"}
@@ -87,7 +87,7 @@ async def test_node_return_moves_nothing(srv: ApiServer, kubeconfig: Path, nodes
     for i in range(3):
         nodes.add(f"node-{i}")
     add_claims(srv, 12)
-    async with scheduler(kubeconfig, node_timeout=0.3) as running:
+    async with scheduler(kubeconfig, liveness_timeout=0.3) as running:
         await eventually(lambda: all_placed(srv))
         nodes.kill("node-0")
         await eventually(lambda: "node-0" not in load(srv), what="node-0 emptied")
@@ -110,7 +110,7 @@ async def test_single_policy_keeps_everything_on_one_node(
     for i in range(3):
         nodes.add(f"node-{i}")
     add_claims(srv, 15)
-    async with scheduler(kubeconfig, policy="single", node_timeout=0.3):
+    async with scheduler(kubeconfig, policy="single", liveness_timeout=0.3):
         await eventually(lambda: all_placed(srv))
         assert set(load(srv)) == {"node-0"}
         nodes.kill("node-0")
@@ -125,7 +125,7 @@ async def test_all_policy_marks_claims_for_every_node(
     for i in range(2):
         nodes.add(f"node-{i}")
     names = add_claims(srv, 5)
-    async with scheduler(kubeconfig, policy="all", node_timeout=0.3) as running:
+    async with scheduler(kubeconfig, policy="all", liveness_timeout=0.3) as running:
 
         def marked() -> bool:
             objs = [claim(srv, n) for n in names]
@@ -193,7 +193,7 @@ async def test_pool_node_selector_is_honoured(
     nodes.add("b-2", {"rack": "b"})  # 3 of 5 still heard once two die: deaths may be
     nodes.add("b-3", {"rack": "b"})  # declared (core.outage: half the nodes heard)
     add_claims(srv, 6, pool="rack-a")
-    async with scheduler(kubeconfig, node_timeout=0.3):
+    async with scheduler(kubeconfig, liveness_timeout=0.3):
         await eventually(lambda: all_placed(srv))
         assert set(load(srv)) == {"a-1", "a-2"}
         nodes.kill("a-1")
@@ -228,7 +228,7 @@ async def test_stale_heartbeat_view_moves_nothing(
     for i in range(4):
         nodes.add(f"node-{i}")
     add_claims(srv, 20)
-    async with scheduler(kubeconfig, node_timeout=0.3) as running:
+    async with scheduler(kubeconfig, liveness_timeout=0.3) as running:
         await eventually(lambda: all_placed(srv))
         settled = placements(srv)
         sched = running.scheduler
@@ -285,7 +285,7 @@ async def test_node_death_during_a_large_batch_is_handled_at_once(
     for i in range(6):
         nodes.add(f"node-{i}")
     names = add_claims(srv, 600)
-    async with placement_log(kubeconfig) as log, scheduler(kubeconfig, node_timeout=0.3):
+    async with placement_log(kubeconfig) as log, scheduler(kubeconfig, liveness_timeout=0.3):
         await eventually(
             lambda: sum(1 for n in placements(srv).values() if n) >= 60,
             timeout=20,

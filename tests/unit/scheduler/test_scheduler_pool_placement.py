@@ -199,7 +199,7 @@ async def test_leaving_all_with_no_live_node_keeps_the_copies(
     nodes.add("a-1", {"rack": "a"})
     nodes.add("b-1", {"rack": "b"})  # live, not admitted: the view of the nodes is fine
     names = add_claims(srv, 2, pool="p")
-    async with scheduler(kubeconfig, node_timeout=0.3) as running:
+    async with scheduler(kubeconfig, liveness_timeout=0.3) as running:
         sched = running.scheduler
         await eventually(lambda: marked(srv, names), what="marked")
         want = everywhere(names, ["a-1"])

@@ -216,7 +216,7 @@ async def test_services_hear_where_the_ip_is_placed_and_why_it_moved(
     web = add_service(srv, "web", [IP])
     api = add_service(srv, "api", [IP])  # a shared IP: both Services are told
     add_claim(srv, ["default/api", "default/web"])
-    async with scheduler(kubeconfig, node_timeout=0.3) as running:
+    async with scheduler(kubeconfig, liveness_timeout=0.3) as running:
         await eventually(lambda: node_of_ip(srv) != "", what="placed")
         first = node_of_ip(srv)
         placed = ("Normal", "IPPlaced", f"{IP} placed on {first}")
@@ -247,7 +247,7 @@ async def test_a_placement_is_logged_as_the_event_on_the_claim_with_the_services
     add_service(srv, "web", [IP])
     add_claim(srv, ["default/web"])
     with structlog.testing.capture_logs() as logs:
-        async with scheduler(kubeconfig, node_timeout=5.0):
+        async with scheduler(kubeconfig, liveness_timeout=5.0):
             await eventually(lambda: told(srv, "web") != [], what="placed told")
     assert [e for e in logs if e["event"] == "object.event"] == [
         {
@@ -275,7 +275,7 @@ async def test_moves_for_other_reasons_say_why(
         nodes.add(name, {"rack": "a"})
     add_service(srv, "web", [IP])
     add_claim(srv, ["default/web"], pool="rack-a")
-    async with scheduler(kubeconfig, node_timeout=5.0):
+    async with scheduler(kubeconfig, liveness_timeout=5.0):
         await eventually(lambda: node_of_ip(srv) != "", what="placed")
         first = node_of_ip(srv)
         expected = [("Normal", "IPPlaced", f"{IP} placed on {first}")]
@@ -314,7 +314,7 @@ async def test_no_live_node_warns_the_service_once(
     nodes.add("b-1", {"rack": "b"})  # live, but the pool does not admit it
     add_service(srv, "web", [IP])
     add_claim(srv, ["default/web"], pool="rack-a")
-    async with scheduler(kubeconfig, node_timeout=0.3) as running:
+    async with scheduler(kubeconfig, liveness_timeout=0.3) as running:
         placed = ("Normal", "IPPlaced", f"{IP} placed on a-1")
         await eventually(lambda: told(srv, "web") == [placed], what="placed told")
         nodes.kill("a-1")
@@ -344,7 +344,7 @@ async def test_policy_all_tells_once_not_per_node(
     nodes.add("node-1")
     add_service(srv, "web", [IP])
     add_claim(srv, ["default/web"])
-    async with scheduler(kubeconfig, policy="all", node_timeout=0.3) as running:
+    async with scheduler(kubeconfig, policy="all", liveness_timeout=0.3) as running:
         everywhere = (
             "Normal",
             "IPPlaced",

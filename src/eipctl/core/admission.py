@@ -1,9 +1,10 @@
 """Which pools a Service's request was weighed against, and why each one refuses it.
 
-The allocator's candidate rule (`core.allocation_planner._candidates`) says yes or no; this
-says *which* condition said no, one per pool, in the order the rule tests them, so `why` can
-name the real cause ("its namespaceSelector team=red does not match namespace shop") instead
-of "no pool admits it". Pure.
+The allocator's candidate rule (`core.allocation_planner`) says yes or no; this says *which*
+condition said no, one per pool, in the order the rule tests them, so the allocator's
+``NoPool`` / ``IPNotInPool`` Event and ``kubectl eipctl why`` name the real cause ("pool
+a-team's namespaceSelector team=a does not match namespace shop's labels (none)") instead of
+"no pool admits it". Both read these words, so they agree. Pure.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from eipctl.allocator.views import pool_infos
-from eipctl.core.allocation_inputs import ANY_FAMILY, PoolInfo, Request, ServiceInfo
-from eipctl.core.fields import Obj, ResourceError, name_of
+from eipctl.core.allocation_inputs import (
+    ANY_FAMILY,
+    LabelMatcher,
+    PoolInfo,
+    Request,
+    ServiceInfo,
+)
 from eipctl.core.naming import POOL_FINALIZER
 from eipctl.core.pool import IPAddress
-from eipctl.core.resources import IpClaimPool
 from eipctl.core.selectors import LabelSelector
 
 ADMITS = "Admits"
@@ -28,6 +32,8 @@ FAMILY = "Family"
 NOT_IN_POOL = "NotInPool"
 SERVICE_SELECTOR = "ServiceSelector"
 NAMESPACE_SELECTOR = "NamespaceSelector"
+
+NO_POOL_AT_ALL = "there is no IpClaimPool at all"
 
 
 @dataclass(frozen=True)
@@ -43,10 +49,12 @@ class PoolVerdict:
         return self.kind == ADMITS
 
 
-def selector_text(selector: LabelSelector | None) -> str:
+def selector_text(selector: LabelMatcher | None) -> str:
     """``a=b, c In (x,y)``; ``{}`` for the empty selector."""
     if selector is None:
         return "(none)"
+    if not isinstance(selector, LabelSelector):
+        return repr(selector)
     parts = [f"{k}={v}" for k, v in sorted(selector.match_labels.items())]
     for r in selector.match_expressions:
         values = f" ({','.join(r.values)})" if r.values else ""
@@ -58,15 +66,8 @@ def labels_text(labels: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
 
 
-def _typed(obj: Obj) -> IpClaimPool | None:
-    try:
-        return IpClaimPool.from_dict(obj)
-    except ResourceError:
-        return None
-
-
-def weigh_pools(
-    pools: Sequence[Obj],
+def weigh(
+    pools: Sequence[PoolInfo],
     service: ServiceInfo,
     request: Request,
     *,
@@ -76,9 +77,8 @@ def weigh_pools(
 ) -> list[PoolVerdict]:
     """A verdict for each pool the request could draw from, for one ``family`` slot (or one
     literal IP): the named pools in annotation order (a missing one too), else every pool by
-    name (cloud pools are not the allocator's and are left out)."""
-    infos = {p.name: p for p in pool_infos(pools)}
-    typed = {name_of(p): _typed(p) for p in pools}
+    name."""
+    infos = {p.name: p for p in pools}
     names = list(request.pools) if request.pools else sorted(infos)
     verdicts = []
     for name in names:
@@ -87,9 +87,8 @@ def weigh_pools(
             verdicts.append(PoolVerdict(name, MISSING, f"pool {name} does not exist"))
             continue
         verdicts.append(
-            _verdict(
+            verdict(
                 info,
-                typed.get(name),
                 service,
                 request,
                 namespace_labels=namespace_labels,
@@ -100,16 +99,17 @@ def weigh_pools(
     return verdicts
 
 
-def _verdict(
+def verdict(
     info: PoolInfo,
-    typed: IpClaimPool | None,
     service: ServiceInfo,
     request: Request,
     *,
     namespace_labels: Mapping[str, str],
-    family: int,
-    literal: IPAddress | None,
+    family: int = ANY_FAMILY,
+    literal: IPAddress | None = None,
 ) -> PoolVerdict:
+    """Whether ``info`` admits ``service`` for one slot, and if not the first check that fails
+    (in the order `core.allocation_planner` tests them)."""
     name = info.name
     if info.deleting:
         return PoolVerdict(
@@ -127,9 +127,10 @@ def _verdict(
             name, FAMILY, f"pool {name} gives IPv{version}, the Service wants IPv{family}"
         )
     if literal is not None and not info.pool.contains(literal):
-        cidr = typed.spec.cidr if typed is not None else "?"
-        return PoolVerdict(name, NOT_IN_POOL, f"pool {name} ({cidr}) does not contain {literal}")
-    services = typed.spec.service_selector if typed is not None else None
+        return PoolVerdict(
+            name, NOT_IN_POOL, f"pool {name} ({info.pool.network}) does not contain {literal}"
+        )
+    services = info.service_selector
     if services is not None and not services.matches(service.labels):
         return PoolVerdict(
             name,
@@ -137,7 +138,7 @@ def _verdict(
             f"pool {name}'s serviceSelector {selector_text(services)} does not match the "
             f"Service's labels ({labels_text(service.labels)})",
         )
-    namespaces = typed.spec.namespace_selector if typed is not None else None
+    namespaces = info.namespace_selector
     if namespaces is not None and not namespaces.matches(namespace_labels):
         return PoolVerdict(
             name,
@@ -165,3 +166,10 @@ def one_cause(verdicts: Sequence[PoolVerdict]) -> str:
     """The cause every refusing pool shares ("" when they differ or none refuses)."""
     kinds = {v.kind for v in verdicts if not v.admits}
     return kinds.pop() if len(kinds) == 1 else ""
+
+
+def refusals(verdicts: Sequence[PoolVerdict]) -> str:
+    """Each refusing pool's reason, for an Event: ``pool a is not Ready: ...; pool b ...``."""
+    if not verdicts:
+        return NO_POOL_AT_ALL
+    return "; ".join(v.detail for v in verdicts if not v.admits)
