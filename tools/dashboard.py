@@ -104,8 +104,9 @@ ROWS: tuple[tuple[str, tuple[PanelSpec, ...]], ...] = (
             PanelSpec(
                 "Failover time",
                 "From the scheduler declaring a node dead to the placement write that moves one "
-                "of its claims (eipctl_failover_duration_seconds; excludes the --node-timeout of "
-                "silence before, and the new node's time to bind). Alert: EipctlFailoverSlow.",
+                "of its claims (eipctl_failover_duration_seconds; excludes the "
+                "--liveness-timeout of silence before, and the new node's time to bind). "
+                "Alert: EipctlFailoverSlow.",
                 "s",
                 tuple(quantiles("eipctl_failover_duration_seconds")),
             ),
@@ -168,7 +169,7 @@ ROWS: tuple[tuple[str, tuple[PanelSpec, ...]], ...] = (
             PanelSpec(
                 "Node silence",
                 "Seconds since each scheduler replica last heard each node "
-                "(eipctl_node_silence_seconds): a node past --node-timeout is declared dead.",
+                "(eipctl_node_silence_seconds): a node past --liveness-timeout is declared dead.",
                 "s",
                 (Query("max by (node) (eipctl_node_silence_seconds)", "{{node}}"),),
             ),
