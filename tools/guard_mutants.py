@@ -38,7 +38,8 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -333,8 +334,9 @@ class Result:
     diff: str
 
 
-def run_one(work: Path, tests: list[str], timeout: float) -> tuple[str, float]:
-    """pytest -x on `tests` in a forked child importing eipctl from `work`; its status."""
+def run_one(work: Path, tests: list[str], timeout: float) -> tuple[str, float, str]:
+    """pytest -x on `tests` in a forked child importing eipctl from `work`: its status, how
+    long it took and the test file that failed first."""
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -361,11 +363,19 @@ def run_one(work: Path, tests: list[str], timeout: float) -> tuple[str, float]:
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return "timeout", time.monotonic() - started
+            return "timeout", time.monotonic() - started, ""
         time.sleep(0.05)
     code = os.waitstatus_to_exitcode(status)
     verdict = {0: "survived", 1: "killed"}.get(code, f"error {code}")
-    return verdict, time.monotonic() - started
+    return verdict, time.monotonic() - started, _failed_file(work / "guards-last.log")
+
+
+def _failed_file(log: Path) -> str:
+    """The test file of the first failure in a child's output ("" if none)."""
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split()[1].split("::")[0]
+    return ""
 
 
 def preload() -> None:
@@ -386,44 +396,46 @@ def run_area(
     *,
     tests: list[str],
     functions: dict[str, list[str]],
-    only_keys: set[str] | None,
-) -> list[Result]:
-    """Every guard mutant of `paths` (or those in `only_keys`), one at a time, in `work`."""
+    skip: Callable[[Mutant], bool],
+    record: Callable[[Result], None],
+) -> None:
+    """Every guard mutant of `paths` but those `skip` says, one at a time, in `work`.
+
+    The test files run in `reaching_tests` order at first; then those that killed mutants
+    of the module go first (a kill ends at the first failure: the sooner the better)."""
     preload()
-    results: list[Result] = []
+    signal.signal(signal.SIGTERM, _exit_on_term)  # so that `finally` restores the file
     for path in paths:
         module = path.removeprefix("src/").removesuffix(".py").replace("/", ".")
-        mutants = find_mutants(root, path, functions.get(path, []))
-        if only_keys is not None:
-            mutants = [m for m in mutants if m.key in only_keys]
+        mutants = [m for m in find_mutants(root, path, functions.get(path, [])) if not skip(m)]
         if not mutants:
             continue
         reach = reaching_tests(work, tests, module)
         source = (root / path).read_bytes()
-        clean, took = run_one(work, reach, timeout=600)
-        print(
-            f"--- {module}: {len(mutants)} mutants, {len(reach)} test files, clean {took:.0f} s",
-            flush=True,
-        )
+        clean, took, _ = run_one(work, reach, timeout=600)
+        print(f"--- {module}: {len(mutants)} mutants, {len(reach)} test files, clean {took:.0f} s",
+              flush=True)  # fmt: skip
         if clean != "survived":
             raise SystemExit(f"the clean tests of {module} fail ({clean}): {' '.join(reach)}")
+        killers: Counter[str] = Counter()
         target = work / path
         try:
             for mutant in mutants:
                 target.write_bytes(mutant.apply(source))
-                status, seconds = run_one(work, reach, timeout=max(60.0, 3 * took + 10))
+                order = sorted(reach, key=lambda t: -killers[t])  # stable: ties keep order
+                status, seconds, killer = run_one(work, order, timeout=max(60.0, 3 * took + 10))
+                killers[killer] += 1
                 diff = mutant.diff(source)
-                results.append(
-                    Result(mutant.key, path, mutant.function, mutant.operator, mutant.line,
-                           status, seconds, diff)
-                )  # fmt: skip
-                print(
-                    f"{status:9} {seconds:5.1f}s {mutant.operator:13} {path}:{mutant.line}",
-                    flush=True,
-                )
+                record(Result(mutant.key, path, mutant.function, mutant.operator, mutant.line,
+                              status, seconds, diff))  # fmt: skip
+                print(f"{status:9} {seconds:5.1f}s {mutant.operator:13} {path}:{mutant.line}",
+                      flush=True)  # fmt: skip
         finally:
             target.write_bytes(source)
-    return results
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def save(results: list[Result], file: Path) -> None:

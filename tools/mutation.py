@@ -161,6 +161,9 @@ def main(argv: list[str]) -> int:
         "--survivors", action="store_true", help="with --guards: the last run's survivors only"
     )
     parser.add_argument(
+        "--fresh", action="store_true", help="with --guards: the killed ones again too"
+    )
+    parser.add_argument(
         "--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", os.cpu_count() or 2))
     )
     args = parser.parse_args(argv)
@@ -174,7 +177,9 @@ def main(argv: list[str]) -> int:
     os.nice(10)  # 2-core machines are shared: the mutants yield to everything else
     if args.guards:
         for name, modules in selected.items():
-            print(_guards(name, AREAS[name], modules, args.survivors, args.report))
+            area = AREAS[name]
+            flags = {"survivors": args.survivors, "fresh": args.fresh, "only": args.report}
+            print(_guards(name, area, modules, **flags))
         return 0
     for name, modules in selected.items():
         area = AREAS[name]
@@ -279,7 +284,9 @@ def _run(name: str, area: Area, modules: list[str], jobs: int) -> int:
     return 0
 
 
-def _guards(name: str, area: Area, modules: list[str], survivors: bool, only: bool) -> str:
+def _guards(
+    name: str, area: Area, modules: list[str], *, survivors: bool, fresh: bool, only: bool
+) -> str:
     """The guard operators on the area (one mutant at a time, in its own copy of the tree);
     results merge into build/mutation/<area>/guards.json, the report is rewritten."""
     import guard_mutants as guards
@@ -292,23 +299,28 @@ def _guards(name: str, area: Area, modules: list[str], survivors: bool, only: bo
     )
     if modules:
         paths = [p for p in paths if Path(p).stem in modules]
+    functions = {p: guards.mutmut_globs_to_functions(area.functions, _module(p)) for p in paths}
+    current = {m.key for p in paths for m in guards.find_mutants(ROOT, p, functions[p])}
     started = time.monotonic()
     if not only:
         work.mkdir(parents=True, exist_ok=True)
         _prepare_guards(work)
-        keys = {k for k, r in previous.items() if r.status not in guards.DETECTED}
-        functions = {p: guards.mutmut_globs_to_functions(area.functions, _module(p)) for p in paths}
-        results = guards.run_area(
-            ROOT,
-            work,
-            paths,
-            tests=_tests(area),
-            functions=functions,
-            only_keys=keys if survivors else None,
+
+        def skip(mutant: guards.Mutant) -> bool:
+            """Killed ones are not run again; survivors are, and with --survivors only they."""
+            done = previous.get(mutant.key)
+            if survivors:
+                return done is None or done.status in guards.DETECTED
+            return fresh is False and done is not None and done.status in guards.DETECTED
+
+        def record(result: guards.Result) -> None:
+            previous[result.key] = result
+            guards.save(list(previous.values()), store)
+
+        guards.run_area(
+            ROOT, work, paths, tests=_tests(area), functions=functions, skip=skip, record=record
         )
-        previous.update({r.key: r for r in results})
-        guards.save(list(previous.values()), store)
-    shown = [r for r in previous.values() if r.path in paths]
+    shown = [r for r in previous.values() if r.key in current]
     lines = [
         f"=== {name}: guard operators, score per module"
         + ("" if only else f" (this run: {time.monotonic() - started:.0f} s)")
@@ -320,6 +332,8 @@ def _guards(name: str, area: Area, modules: list[str], survivors: bool, only: bo
         score = 100 * killed / len(group) if group else 100.0
         lines.append(f"{label:42} {score:5.1f}%  {killed}/{len(group)} killed"
                      + (f"  (survived: {left})" if left else ""))  # fmt: skip
+    if len(shown) < len(current):
+        lines.append(f"{'not run yet':42} {len(current) - len(shown)} mutants")
     alive = [r for r in shown if r.status not in guards.DETECTED]
     if alive:
         lines.append(f"--- {len(alive)} not killed:")
