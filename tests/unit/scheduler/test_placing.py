@@ -1,0 +1,43 @@
+"""scheduler/placing.py's pass without an API (the stub caches and writer of
+test_pool_placement_unit.py): what the pass feeds `core.placement` from its own state."""
+
+from __future__ import annotations
+
+from test_pool_placement_unit import NODES, Live, Nobody, Stub, Writer, base, pool, settle
+
+from eipctl.core.fields import name_of
+from eipctl.scheduler.placing import Placer
+
+
+async def placed_on(now: float, returned_at: dict[str, float], hold_down: float) -> str:
+    """Where one new claim goes in a pass at `now` (three live nodes, no load)."""
+    claim = base()
+    writer = Writer([claim])
+    placer = Placer(
+        claims=Stub([claim]),
+        nodes=Stub([{"metadata": {"name": n}} for n in sorted(NODES)]),
+        pools=Stub([pool("p", cidr="198.51.100.0/24")]),
+        liveness=Live(NODES),  # type: ignore[arg-type]
+        writer=writer,  # type: ignore[arg-type]
+        recorder=Nobody(),
+        services=Nobody(),
+        policy="spread",
+        clock=lambda: now,
+        kick=lambda _: None,
+        returned_at=returned_at,
+        hold_down=hold_down,
+    )
+    await placer.reconcile()
+    await settle(placer)
+    node: str = writer.store[name_of(claim)]["spec"]["nodeName"]
+    return node
+
+
+async def test_a_node_back_from_the_dead_is_held_down_for_hold_down_seconds() -> None:
+    """n1 came back at 0 with --node-hold-down 10: until 10 it takes a claim only if no other
+    node can (the spread would pick n1 first), from 10 on it is a candidate like any."""
+    assert await placed_on(0.0, {}, 10.0) == "n1"
+    assert await placed_on(5.0, {"n1": 0.0}, 10.0) == "n2"
+    assert await placed_on(9.9, {"n1": 0.0}, 10.0) == "n2"
+    assert await placed_on(10.0, {"n1": 0.0}, 10.0) == "n1"
+    assert await placed_on(5.0, {"n1": 0.0}, 0.0) == "n1"  # no hold-down by default
