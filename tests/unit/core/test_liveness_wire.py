@@ -23,6 +23,7 @@ from eipctl.core.liveness_wire import (
     WireError,
     decode,
     encode,
+    key_id,
     peer_ext,
     peer_silence_ms,
     placement_digest,
@@ -507,3 +508,17 @@ def test_pair_keys_are_checked_like_keys() -> None:
     assert ON_A.peer_keyed == {"node-b", "node-c"}
     assert ON_A.node_keyed == {"node-a"} and ON_A.key_ids == KEYS.key_ids
     assert PAIR_AB.hex() not in repr(ON_A)
+
+
+def test_cluster_key_names_the_cluster_keys_only() -> None:
+    """Not a node's own key (bound to its node), not a key id this keyring does not hold."""
+    ring = Keyring([OLD, NEW]).with_node_keys({"node-a": KEY_A})
+    assert ring.cluster_key(key_id(OLD)) and ring.cluster_key(key_id(NEW))
+    assert not ring.cluster_key(key_id(KEY_A))
+    assert not ring.cluster_key(key_id(KEY_B))
+
+
+def test_a_packet_naming_no_node_is_refused_for_its_length() -> None:
+    """Long enough only thanks to its extension, well MACed: still no node, refused as
+    malformed before its name is read."""
+    assert reason(forge(b"", kind=Kind.PROBE_EXT, ext=bytes(8))) == "length"
