@@ -522,3 +522,22 @@ def test_a_packet_naming_no_node_is_refused_for_its_length() -> None:
     """Long enough only thanks to its extension, well MACed: still no node, refused as
     malformed before its name is read."""
     assert reason(forge(b"", kind=Kind.PROBE_EXT, ext=bytes(8))) == "length"
+
+
+def test_a_reply_from_another_node_is_no_reply_to_this_encoders_probes() -> None:
+    """Same session, same key, a seq in range, a name of the same length: still another
+    node's sign of life, not this one's."""
+    encoder = ProbeEncoder("node-a", SESSION, KEYS)
+    own = encode(Packet(Kind.REPLY, "node-a", SESSION, 8), KEYS)
+    assert encoder.reply(own, 7, 9) == (8, Flag(0))
+    other = encode(Packet(Kind.REPLY, "node-b", SESSION, 8), KEYS)
+    assert encoder.reply(other, 7, 9) is None
+
+
+def test_only_a_pair_keyed_peers_answers_are_bound_to_its_pair_key() -> None:
+    """node-b has a pair key with node-a, yet its query under the cluster key (it has not
+    read node-a's key yet) is taken: only its PEER_REPLY must come under the pair key."""
+    query = Packet(Kind.PEER_QUERY, "node-b", SESSION, 7)
+    assert decode(encode(query, KEYS), ON_A) == query
+    answer = Packet(Kind.PEER_REPLY, "node-b", SESSION, 7, ext=bytes(8))
+    assert reason(encode(answer, KEYS), ON_A) == "owner"
