@@ -3,18 +3,18 @@ test_pool_placement_unit.py): what the pass feeds `core.placement` from its own 
 
 from __future__ import annotations
 
+from typing import Any
+
 from test_pool_placement_unit import NODES, Live, Nobody, Stub, Writer, base, pool, settle
 
-from eipctl.core.fields import name_of
+from eipctl.core.fields import Obj, name_of
 from eipctl.scheduler.placing import Placer
 
 
-async def placed_on(now: float, returned_at: dict[str, float], hold_down: float) -> str:
-    """Where one new claim goes in a pass at `now` (three live nodes, no load)."""
-    claim = base()
-    writer = Writer([claim])
-    placer = Placer(
-        claims=Stub([claim]),
+def make_placer(cached: Obj, writer: Writer, now: float = 0.0, **kw: Any) -> Placer:
+    """A Placer over three live nodes whose claim cache holds `cached`."""
+    return Placer(
+        claims=Stub([cached]),
         nodes=Stub([{"metadata": {"name": n}} for n in sorted(NODES)]),
         pools=Stub([pool("p", cidr="198.51.100.0/24")]),
         liveness=Live(NODES),  # type: ignore[arg-type]
@@ -24,9 +24,15 @@ async def placed_on(now: float, returned_at: dict[str, float], hold_down: float)
         policy="spread",
         clock=lambda: now,
         kick=lambda _: None,
-        returned_at=returned_at,
-        hold_down=hold_down,
+        **kw,
     )
+
+
+async def placed_on(now: float, returned_at: dict[str, float], hold_down: float) -> str:
+    """Where one new claim goes in a pass at `now` (three live nodes, no load)."""
+    claim = base()
+    writer = Writer([claim])
+    placer = make_placer(claim, writer, now, returned_at=returned_at, hold_down=hold_down)
     await placer.reconcile()
     await settle(placer)
     node: str = writer.store[name_of(claim)]["spec"]["nodeName"]
@@ -41,3 +47,15 @@ async def test_a_node_back_from_the_dead_is_held_down_for_hold_down_seconds() ->
     assert await placed_on(9.9, {"n1": 0.0}, 10.0) == "n2"
     assert await placed_on(10.0, {"n1": 0.0}, 10.0) == "n1"
     assert await placed_on(5.0, {"n1": 0.0}, 0.0) == "n1"  # no hold-down by default
+
+
+async def test_a_claim_placed_by_someone_else_since_the_decision_is_left_as_found() -> None:
+    """The cache says unplaced, the API has it on n3 already: the placement write changes
+    nothing (its precondition fails) and the pass reports nothing for it either."""
+    writer = Writer([base(node="n3")])
+    placer = make_placer(base(), writer)
+    await placer.reconcile()
+    await settle(placer)
+    assert writer.log == []
+    stored = writer.store[name_of(base())]
+    assert stored["spec"]["nodeName"] == "n3" and "status" not in stored
