@@ -1,5 +1,6 @@
 """scheduler/placing.py's pass without an API (the stub caches and writer of
-test_pool_placement_unit.py): what the pass feeds `core.placement` from its own state."""
+test_pool_placement_unit.py): what the pass feeds `core.placement` from its own state, what
+it writes and what it tells."""
 
 from __future__ import annotations
 
@@ -8,18 +9,30 @@ from typing import Any
 from test_pool_placement_unit import NODES, Live, Nobody, Stub, Writer, base, pool, settle
 
 from eipctl.core.fields import Obj, name_of
+from eipctl.core.placement import Decision, Reason
+from eipctl.scheduler.claim_messages import claim_event
 from eipctl.scheduler.placing import Placer
 
 
+class Told:
+    """A recorder that keeps each Event's reason and fields."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, object]]] = []
+
+    def tell(self, involved: Obj, type_: str, reason: str, message: str, **fields: object) -> None:
+        self.events.append((reason, fields))
+
+
 def make_placer(cached: Obj, writer: Writer, now: float = 0.0, **kw: Any) -> Placer:
-    """A Placer over three live nodes whose claim cache holds `cached`."""
+    """A Placer over the known nodes n1..n3 whose claim cache holds `cached`."""
+    kw.setdefault("liveness", Live(NODES))
+    kw.setdefault("recorder", Nobody())
     return Placer(
         claims=Stub([cached]),
         nodes=Stub([{"metadata": {"name": n}} for n in sorted(NODES)]),
         pools=Stub([pool("p", cidr="198.51.100.0/24")]),
-        liveness=Live(NODES),  # type: ignore[arg-type]
         writer=writer,  # type: ignore[arg-type]
-        recorder=Nobody(),
         services=Nobody(),
         policy="spread",
         clock=lambda: now,
@@ -59,3 +72,17 @@ async def test_a_claim_placed_by_someone_else_since_the_decision_is_left_as_foun
     assert writer.log == []
     stored = writer.store[name_of(base())]
     assert stored["spec"]["nodeName"] == "n3" and "status" not in stored
+
+
+async def test_the_event_of_a_failover_names_both_nodes() -> None:
+    claim = base(node="n1")
+    told = Told()
+    writer = Writer([claim])
+    placer = make_placer(claim, writer, liveness=Live(frozenset({"n2", "n3"})), recorder=told)
+    await placer.reconcile()
+    await settle(placer)
+    assert writer.store[name_of(claim)]["spec"]["nodeName"] == "n2"
+    [(reason, fields)] = told.events
+    assert reason == claim_event(Decision("c", "n1", "n2", Reason.NODE_DEAD))[1]
+    assert fields["from_node"] == "n1" and fields["to_node"] == "n2"
+    assert fields["ip"] == "198.51.100.7"
