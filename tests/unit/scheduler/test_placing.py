@@ -8,8 +8,10 @@ from typing import Any
 
 from test_pool_placement_unit import NODES, Live, Nobody, Stub, Writer, base, pool, settle
 
+from eipctl.core.eligibility import EXCLUDE_LABEL
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.placement import Decision, Reason
+from eipctl.metrics import REGISTRY
 from eipctl.scheduler.claim_messages import claim_event
 from eipctl.scheduler.placing import Placer
 
@@ -74,7 +76,14 @@ async def test_a_claim_placed_by_someone_else_since_the_decision_is_left_as_foun
     assert stored["spec"]["nodeName"] == "n3" and "status" not in stored
 
 
-async def test_the_event_of_a_failover_names_both_nodes() -> None:
+def planned_moves(reason: Reason) -> float:
+    sample = "eipctl_scheduler_planned_moves_total"
+    return REGISTRY.get_sample_value(sample, {"reason": reason.value}) or 0.0
+
+
+async def test_the_event_of_a_failover_names_both_nodes_and_it_is_no_planned_move() -> None:
+    """A failover is no maintenance move: not counted as planned, not waited for."""
+    before = planned_moves(Reason.NODE_DEAD)
     claim = base(node="n1")
     told = Told()
     writer = Writer([claim])
@@ -86,3 +95,16 @@ async def test_the_event_of_a_failover_names_both_nodes() -> None:
     assert reason == claim_event(Decision("c", "n1", "n2", Reason.NODE_DEAD))[1]
     assert fields["from_node"] == "n1" and fields["to_node"] == "n2"
     assert fields["ip"] == "198.51.100.7"
+    assert planned_moves(Reason.NODE_DEAD) == before
+
+
+async def test_a_move_off_an_excluded_node_is_a_planned_move() -> None:
+    before = planned_moves(Reason.NODE_EXCLUDED)
+    claim = base(node="n1")
+    writer = Writer([claim])
+    excluded = {"metadata": {"name": "n1", "labels": {EXCLUDE_LABEL: ""}}}
+    placer = make_placer(claim, writer, kube_nodes=Stub([excluded]))
+    await placer.reconcile()
+    await settle(placer)
+    assert writer.store[name_of(claim)]["spec"]["nodeName"] == "n2"
+    assert planned_moves(Reason.NODE_EXCLUDED) == before + 1
