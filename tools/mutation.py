@@ -5,6 +5,8 @@
     tox -e mutation -- core.link_plan    # one module of an area
     tox -e mutation -- --list            # the areas, what they mutate and which tests run
     tox -e mutation -- --report core     # the last results again, without running
+    tox -e mutation -- --guards core     # the guard operators instead (tools/guard_mutants.py)
+    tox -e mutation -- --guards --survivors core  # only the last guard run's survivors again
 
 Each area runs in build/mutation/<area>/: a fresh copy of src/, tests/, deploy/, conftest.py
 and pyproject.toml whose [tool.mutmut] table (the shared settings) is narrowed to the area's
@@ -37,9 +39,12 @@ import sys
 import time
 import tomllib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "mutation"
 
@@ -60,7 +65,7 @@ AREAS: dict[str, Area] = {
     "core": Area(
         "the pure modules: plans, the fence and purge decisions, allocation, placement",
         mutate=("src/eipctl/core/*.py",),
-        tests=("tests/unit/test_*.py",),
+        tests=("tests/unit/test_*.py", "tests/unit/core/test_*.py"),
         skip_tests=("tests/unit/test_metrics_catalogue.py",),
     ),
     "writer": Area(
@@ -91,6 +96,20 @@ AREAS: dict[str, Area] = {
             "eipctl.controller.link_reconciler.xǁLinkReconcilerǁreconcile__mutmut_*",
             "eipctl.controller.link_reconciler.xǁLinkReconcilerǁrelease_all__mutmut_*",
         ),
+    ),
+    "scheduler": Area(
+        "the scheduler's placement pass and the pure-ish modules it reads and writes through",
+        mutate=(
+            "src/eipctl/scheduler/placing.py",
+            "src/eipctl/scheduler/per_node.py",
+            "src/eipctl/scheduler/view.py",
+            "src/eipctl/scheduler/claim_facts.py",
+            "src/eipctl/scheduler/claim_messages.py",
+            "src/eipctl/scheduler/claims.py",
+            "src/eipctl/scheduler/digests.py",
+            "src/eipctl/scheduler/local_traffic.py",
+        ),
+        tests=("tests/unit/scheduler/test_*.py",),
     ),
     "reservation": Area(
         "the allocator's claim-first reservation (ServiceReconciler._acquire)",
@@ -136,6 +155,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--list", action="store_true", help="show the areas and exit")
     parser.add_argument("--report", action="store_true", help="print the last results only")
     parser.add_argument(
+        "--guards", action="store_true", help="the guard operators (tools/guard_mutants.py)"
+    )
+    parser.add_argument(
+        "--survivors", action="store_true", help="with --guards: the last run's survivors only"
+    )
+    parser.add_argument(
+        "--fresh", action="store_true", help="with --guards: the killed ones again too"
+    )
+    parser.add_argument(
         "--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", os.cpu_count() or 2))
     )
     args = parser.parse_args(argv)
@@ -147,6 +175,12 @@ def main(argv: list[str]) -> int:
         return 0
     selected = _selection(args.areas or list(AREAS))
     os.nice(10)  # 2-core machines are shared: the mutants yield to everything else
+    if args.guards:
+        for name, modules in selected.items():
+            area = AREAS[name]
+            flags = {"survivors": args.survivors, "fresh": args.fresh, "only": args.report}
+            print(_guards(name, area, modules, **flags))
+        return 0
     for name, modules in selected.items():
         area = AREAS[name]
         started = time.monotonic()
@@ -248,6 +282,88 @@ def _run(name: str, area: Area, modules: list[str], jobs: int) -> int:
             return code
     listed.write_text("\n".join(_tests(area)) + "\n")
     return 0
+
+
+def _guards(
+    name: str, area: Area, modules: list[str], *, survivors: bool, fresh: bool, only: bool
+) -> str:
+    """The guard operators on the area (one mutant at a time, in its own copy of the tree);
+    results merge into build/mutation/<area>/guards.json, the report is rewritten."""
+    import guard_mutants as guards
+
+    work = WORK / name
+    store = work / "guards.json"
+    previous = {r.key: r for r in guards.load(store)}
+    paths = sorted(
+        str(p.relative_to(ROOT)) for g in area.mutate for p in ROOT.glob(g) if p.is_file()
+    )
+    if modules:
+        paths = [p for p in paths if Path(p).stem in modules]
+    functions = {p: guards.mutmut_globs_to_functions(area.functions, _module(p)) for p in paths}
+    current = {m.key for p in paths for m in guards.find_mutants(ROOT, p, functions[p])}
+    started = time.monotonic()
+    if not only:
+        work.mkdir(parents=True, exist_ok=True)
+        _prepare_guards(work)
+
+        def skip(mutant: guards.Mutant) -> bool:
+            """Killed ones are not run again; survivors are, and with --survivors only they."""
+            done = previous.get(mutant.key)
+            if survivors:
+                return done is None or done.status in guards.DETECTED
+            return fresh is False and done is not None and done.status in guards.DETECTED
+
+        def record(result: guards.Result) -> None:
+            previous[result.key] = result
+            guards.save(list(previous.values()), store)
+
+        guards.run_area(
+            ROOT, work, paths, tests=_tests(area), functions=functions, skip=skip, record=record
+        )
+    shown = [r for r in previous.values() if r.key in current]
+    lines = [
+        f"=== {name}: guard operators, score per module"
+        + ("" if only else f" (this run: {time.monotonic() - started:.0f} s)")
+    ]
+    for label, group in [*_grouped(shown, lambda r: _module(r.path)), ("all", shown)]:
+        killed = sum(r.status in guards.DETECTED for r in group)
+        by_op = Counter(r.operator for r in group if r.status not in guards.DETECTED)
+        left = ", ".join(f"{op} {n}" for op, n in sorted(by_op.items()))
+        score = 100 * killed / len(group) if group else 100.0
+        lines.append(f"{label:42} {score:5.1f}%  {killed}/{len(group)} killed"
+                     + (f"  (survived: {left})" if left else ""))  # fmt: skip
+    if len(shown) < len(current):
+        lines.append(f"{'not run yet':42} {len(current) - len(shown)} mutants")
+    alive = [r for r in shown if r.status not in guards.DETECTED]
+    if alive:
+        lines.append(f"--- {len(alive)} not killed:")
+        lines += [f"# {r.function} [{r.operator}]: {r.status}\n{r.diff}" for r in alive]
+    text = "\n".join(lines)
+    if shown:
+        (work / "guards-report.txt").write_text(text + "\n")
+    return text
+
+
+def _prepare_guards(work: Path) -> None:
+    """A fresh copy of the tree for the guard mutants (mutmut's mutants/ is not touched)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".hypothesis")
+    for sub in ("src", "tests", "deploy"):
+        shutil.rmtree(work / sub, ignore_errors=True)
+        shutil.copytree(ROOT / sub, work / sub, ignore=ignore)
+    shutil.copy2(ROOT / "conftest.py", work / "conftest.py")
+    shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
+    (work / "mutation_profile.py").write_text(PROFILE)
+
+
+def _module(path: str) -> str:
+    return path.removeprefix("src/").removesuffix(".py").replace("/", ".")
+
+
+def _grouped(items: list[T], key: Callable[[T], str]) -> list[tuple[str, list[T]]]:
+    groups: dict[str, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return sorted(groups.items())
 
 
 def _results(work: Path, area: Area, modules: list[str]) -> dict[str, dict[str, str]]:

@@ -82,3 +82,13 @@ def test_counter_addresses_and_conditions_errors_are_named(
     with pytest.raises(ResourceError) as caught:
         IpNodeStatus.from_dict(status)
     assert str(caught.value) == message
+
+
+def test_the_liveness_endpoint_needs_both_address_and_port() -> None:
+    """Guard operators: the scheduler probes a node at its spec's address and port; a node
+    publishing only one of them is judged by its heartbeat counter instead."""
+    spec = IpNodeSpec.from_dict({"livenessAddress": "192.0.2.9", "livenessPort": 9473})
+    assert spec.liveness_endpoint == ("192.0.2.9", 9473)
+    assert IpNodeSpec.from_dict({"livenessAddress": "192.0.2.9"}).liveness_endpoint is None
+    assert IpNodeSpec.from_dict({"livenessPort": 9473}).liveness_endpoint is None
+    assert IpNodeSpec.from_dict({}).liveness_endpoint is None

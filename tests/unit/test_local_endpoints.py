@@ -95,6 +95,20 @@ def test_the_policy_and_the_owning_service() -> None:
     assert service_key_of_slice(slice_()) == ("default", "web")
     assert service_key_of_slice({"metadata": {"namespace": "default"}}) is None
     assert service_key_of_slice({}) is None
+    for name, namespace in ((7, "default"), ("", "default"), ("web", None), ("web", 3)):
+        broken = {"namespace": namespace, "labels": {"kubernetes.io/service-name": name}}
+        assert service_key_of_slice({"metadata": broken}) is None, (name, namespace)
+
+
+def test_an_endpoint_serving_but_neither_ready_nor_terminating_answers_nowhere() -> None:
+    """Only a terminating endpoint that still serves holds a claim where it is."""
+    got = endpoint_nodes([slice_(endpoint("n1", ready=False, serving=True, terminating=False))], 4)
+    assert got == EndpointNodes(frozenset(), frozenset())
+
+
+def test_a_slice_of_no_service_trims_to_no_service_label() -> None:
+    orphan = {"metadata": {"name": "x", "namespace": "default"}, "endpoints": []}
+    assert "labels" not in trim_slice(orphan)["metadata"]
 
 
 NODE = st.sampled_from(["n1", "n2", "n3", "n4"])
@@ -122,13 +136,16 @@ CONDITIONS = st.fixed_dictionaries(
 @given(
     st.lists(
         st.builds(
-            lambda node, c, family: slice_(
-                {"addresses": ["10.0.0.9"], "nodeName": node, "conditions": c, "zone": "a"},
+            lambda node, c, family, garbage: slice_(
+                {"addresses": ["10.0.0.9"], "nodeName": node, "zone": "a"}
+                | ({} if c is None else {"conditions": c}),
+                *garbage,
                 family=family,
             ),
             NODE,
-            CONDITIONS,
+            st.none() | CONDITIONS,  # conditions may be missing altogether
             st.sampled_from(["IPv4", "IPv6"]),
+            st.lists(st.sampled_from([None, "n1", 3]), max_size=2),  # endpoints that are no object
         ),
         max_size=6,
     )

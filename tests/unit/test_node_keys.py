@@ -40,6 +40,8 @@ def test_a_secret_that_holds_no_usable_key_is_none() -> None:
         assert node_key_of({**good, "data": data}) is None
     assert node_key_of({"metadata": {"name": "node-a"}}) is None
     assert node_key_of({**good, "data": ["a list"]}) is None
+    assert node_key_of({"data": good["data"]}) is None  # no metadata at all
+    assert node_key_of({**good, "metadata": {"name": 7}}) is None  # a name that is no string
 
 
 def test_the_key_file_is_one_line_of_hex_and_reads_back() -> None:

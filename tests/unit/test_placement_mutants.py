@@ -1,8 +1,10 @@
 """core/placement.py: stuck claims as load, the rebalance budget and its choice of moves,
-pinned where mutation testing found them loose (docs/testing.md, "Mutation")."""
+pinned where mutation testing found them loose; from the guard operators: a Local claim
+on an excluded node, or on a dead node that still serves it (docs/testing.md, "Mutation")."""
 
 from __future__ import annotations
 
+from eipctl.core.local_endpoints import EndpointNodes
 from eipctl.core.placement import ClaimPlacement, Cluster, Decision, Policy, Reason, plan
 
 
@@ -95,3 +97,25 @@ def test_rebalance_keeps_the_placements_and_never_moves_a_claim_twice() -> None:
     )
     assert [d.reason for d in result.decisions[2:]] == [Reason.REBALANCE]
     assert result.decisions[2].from_node == "n1"
+
+
+def test_an_excluded_node_says_why_even_for_a_local_claim_it_does_not_serve() -> None:
+    """The exclusion is the reason reported (and planned for), not the missing endpoint."""
+    claim = ClaimPlacement("c", node="n1", local=EndpointNodes(frozenset({"n2"})))
+    excluded = Cluster(
+        known=frozenset({"n1", "n2"}),
+        live=frozenset({"n1", "n2"}),
+        excluded={"n1": Reason.NODE_CORDONED},
+    )
+    result = plan([claim], excluded, Policy.SPREAD)
+    assert result.decisions == (Decision("c", "n1", "n2", Reason.NODE_CORDONED),)
+
+
+def test_a_dead_node_still_serving_a_local_claim_does_not_keep_it() -> None:
+    """Terminating endpoints keep a claim only on a live node: on a dead one nothing
+    delivers, so with no ready endpoint anywhere the claim is taken off and waits."""
+    claim = ClaimPlacement(
+        "c", node="n1", local=EndpointNodes(frozenset(), terminating=frozenset({"n1"}))
+    )
+    result = plan([claim], cluster("n2 n3", known="n1"), Policy.SPREAD)
+    assert result.decisions == (Decision("c", "n1", "", Reason.NO_LOCAL_ENDPOINT, unplace=True),)

@@ -57,3 +57,14 @@ def test_bad_ranges_are_named(ranges: Any, message: str) -> None:
     with pytest.raises(PoolError) as caught:
         Pool.parse("p", "192.0.2.0/28", ranges)
     assert str(caught.value) == message
+
+
+def test_an_address_of_the_other_family_is_never_in_the_pool() -> None:
+    """Guard operators: ``::c000:201`` has the integer value of 192.0.2.1, inside an IPv4
+    pool's span; the family decides first. ``in`` answers as `contains`, and False for
+    what is no address."""
+    pool = Pool.parse("p", "192.0.2.0/24")
+    assert pool.contains("192.0.2.1") and "192.0.2.1" in pool
+    assert not pool.contains("::c000:201") and "::c000:201" not in pool
+    assert "198.51.100.1" not in pool
+    assert 3232235777 not in pool  # type: ignore[operator]

@@ -266,6 +266,21 @@ async def test_fenced_removes_and_stale_heartbeat_stops_adds(h: Harness) -> None
     assert set(await h.managed()) == {"203.0.113.7/32", "203.0.113.8/32"}
 
 
+async def test_a_node_that_may_not_hold_does_not_even_probe_for_a_new_claim(h: Harness) -> None:
+    """A stale heartbeat (not fenced yet): a claim newly placed here is neither probed for
+    nor added; the first pass after a heartbeat does both."""
+    h.clock.now += 1.0
+    assert not h.fence.may_hold() and not h.fence.fenced
+    h.claims.place("203.0.113.7")
+    await h.reconciler.reconcile()
+    assert h.probed == []
+    assert await h.managed() == {}
+    h.fence.succeeded()
+    await h.reconciler.reconcile()
+    assert h.probed == ["203.0.113.7"]
+    assert set(await h.managed()) == {"203.0.113.7/32"}
+
+
 async def test_release_all_and_admin_addresses(h: Harness) -> None:
     h.backend.add_foreign("eth0", "192.0.2.2", 24)
     h.claims.place("203.0.113.7")

@@ -136,3 +136,36 @@ async def test_the_bgp_link_mac_is_not_published(h: BgpHarness) -> None:
     await h.status.drain()
     macs = {m for p in h.writer.patches for m in p["status"]["macs"]}
     assert macs == {h.backend.mac_of("eth0").hex(":")}
+
+
+async def test_a_fenced_pass_removes_even_before_the_pools_are_known(h: BgpHarness) -> None:
+    """Not knowing the pools' modes holds back adds and moves, never a fence's removals."""
+    h.place_in("flat", "203.0.113.8")
+    await h.reconciler.reconcile()
+    assert set(await h.managed("eth0")) == {"203.0.113.8/32"}
+    h.pools.has_synced = False
+    await h.reconciler.reconcile()
+    assert set(await h.managed("eth0")) == {"203.0.113.8/32"}  # unsynced: no purge
+    h.fence.lose()
+    await h.reconciler.reconcile()
+    assert set(await h.managed("eth0")) == set()
+
+
+async def test_release_all_removes_even_before_the_pools_are_known(h: BgpHarness) -> None:
+    h.place_in("flat", "203.0.113.8")
+    await h.reconciler.reconcile()
+    h.pools.has_synced = False
+    await h.reconciler.release_all()
+    assert set(await h.managed("eth0")) == set()
+
+
+async def test_a_fenced_pass_prepares_no_announce_mode(h: BgpHarness) -> None:
+    """While fenced a pass only removes: the BGP link a placed claim would need is not made."""
+    h.pools.modes["routed"] = "bgp"
+    h.place_in("routed", "203.0.113.7")
+    h.fence.lose()
+    await h.reconciler.reconcile()
+    assert not await h.backend.link_exists(BGP_LINK)
+    h.fence.succeeded()
+    await h.reconciler.reconcile()
+    assert set(await h.managed(BGP_LINK)) == {"203.0.113.7/32"}

@@ -23,6 +23,7 @@ from eipctl.core.liveness_wire import (
     WireError,
     decode,
     encode,
+    key_id,
     peer_ext,
     peer_silence_ms,
     placement_digest,
@@ -507,3 +508,36 @@ def test_pair_keys_are_checked_like_keys() -> None:
     assert ON_A.peer_keyed == {"node-b", "node-c"}
     assert ON_A.node_keyed == {"node-a"} and ON_A.key_ids == KEYS.key_ids
     assert PAIR_AB.hex() not in repr(ON_A)
+
+
+def test_cluster_key_names_the_cluster_keys_only() -> None:
+    """Not a node's own key (bound to its node), not a key id this keyring does not hold."""
+    ring = Keyring([OLD, NEW]).with_node_keys({"node-a": KEY_A})
+    assert ring.cluster_key(key_id(OLD)) and ring.cluster_key(key_id(NEW))
+    assert not ring.cluster_key(key_id(KEY_A))
+    assert not ring.cluster_key(key_id(KEY_B))
+
+
+def test_a_packet_naming_no_node_is_refused_for_its_length() -> None:
+    """Long enough only thanks to its extension, well MACed: still no node, refused as
+    malformed before its name is read."""
+    assert reason(forge(b"", kind=Kind.PROBE_EXT, ext=bytes(8))) == "length"
+
+
+def test_a_reply_from_another_node_is_no_reply_to_this_encoders_probes() -> None:
+    """Same session, same key, a seq in range, a name of the same length: still another
+    node's sign of life, not this one's."""
+    encoder = ProbeEncoder("node-a", SESSION, KEYS)
+    own = encode(Packet(Kind.REPLY, "node-a", SESSION, 8), KEYS)
+    assert encoder.reply(own, 7, 9) == (8, Flag(0))
+    other = encode(Packet(Kind.REPLY, "node-b", SESSION, 8), KEYS)
+    assert encoder.reply(other, 7, 9) is None
+
+
+def test_only_a_pair_keyed_peers_answers_are_bound_to_its_pair_key() -> None:
+    """node-b has a pair key with node-a, yet its query under the cluster key (it has not
+    read node-a's key yet) is taken: only its PEER_REPLY must come under the pair key."""
+    query = Packet(Kind.PEER_QUERY, "node-b", SESSION, 7)
+    assert decode(encode(query, KEYS), ON_A) == query
+    answer = Packet(Kind.PEER_REPLY, "node-b", SESSION, 7, ext=bytes(8))
+    assert reason(encode(answer, KEYS), ON_A) == "owner"

@@ -13,6 +13,7 @@ from scheduler_harness import GROUP, SimNodes, add_claims, load, placements, sch
 
 from eipctl.core.eligibility import EXCLUDE_LABEL, EXCLUDE_TAINT
 from eipctl.core.ipnode import ELIGIBLE
+from eipctl.metrics import REGISTRY
 from eipctl.scheduler.placing import PLANNED_IN_FLIGHT
 from kubemu import ApiServer
 from polling import eventually
@@ -132,3 +133,24 @@ async def test_cordon_moves_only_with_the_flag_and_the_taint_always(
             lambda: eligible(srv, "node-1") == ("False", "NodeCordoned"), what="NodeCordoned"
         )
         assert set(load(srv)) == {"node-0"}  # the only node neither tainted nor cordoned
+
+
+async def test_the_excluded_nodes_gauge_counts_each_reason(
+    srv: ApiServer, kubeconfig: Path, nodes: SimNodes
+) -> None:
+    """eipctl_scheduler_excluded_nodes: one series per reason, each counting only its own
+    nodes (a cordon without the flag excludes nothing)."""
+
+    def gauge() -> tuple[float | None, ...]:
+        return tuple(
+            REGISTRY.get_sample_value("eipctl_scheduler_excluded_nodes", {"reason": reason})
+            for reason in ("NodeExcluded", "NodeTainted", "NodeCordoned")
+        )
+
+    async with placed(srv, kubeconfig, nodes, 3):
+        await eventually(lambda: gauge() == (0, 0, 0), what="no node excluded")
+        edit_node(srv, "node-0", label)
+        taint = {"key": EXCLUDE_TAINT, "effect": "NoSchedule"}
+        edit_node(srv, "node-1", lambda o: o.setdefault("spec", {}).update(taints=[taint]))
+        edit_node(srv, "node-2", lambda o: o.setdefault("spec", {}).update(unschedulable=True))
+        await eventually(lambda: gauge() == (1, 1, 0), what="one labelled, one tainted")
