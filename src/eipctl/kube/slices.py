@@ -31,20 +31,43 @@ class Timeslice:
     so where the yields fall is exact instead of depending on how busy the machine is.
     """
 
-    __slots__ = ("_clock", "_until", "seconds")
+    __slots__ = ("_began", "_clock", "_until", "busy", "longest", "seconds", "yields")
 
     def __init__(
         self, seconds: float | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.seconds = SLICE if seconds is None else seconds
         self._clock = clock
-        self._until = clock() + self.seconds
+        self._began = clock()
+        self._until = self._began + self.seconds
+        self.busy = 0.0
+        """Seconds worked in the slices ended so far (`done` ends the last): the work's own
+        time, without what the loop did in between."""
+        self.longest = 0.0
+        """The longest slice ended so far: the longest the loop waited on this work."""
+        self.yields = 0
+        """How often the loop got its turn back."""
 
     async def spent(self) -> None:
         """Call after each piece of work: yields to the loop when the slice is used up."""
-        if self._clock() >= self._until:
+        now = self._clock()
+        if now >= self._until:
+            self._end_slice(now)
             await asyncio.sleep(0)
-            self._until = self._clock() + self.seconds
+            self.yields += 1
+            self._began = self._clock()
+            self._until = self._began + self.seconds
+
+    def done(self) -> float:
+        """End the current slice (the work is finished); returns `busy`."""
+        self._end_slice(self._clock())
+        self._began = self._until = self._clock()
+        return self.busy
+
+    def _end_slice(self, now: float) -> None:
+        worked = max(0.0, now - self._began)
+        self.busy += worked
+        self.longest = max(self.longest, worked)
 
 
 async def in_slices(

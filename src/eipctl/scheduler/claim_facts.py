@@ -60,20 +60,40 @@ class ClaimFactsMemo:
 
     def of_all(self, objs: Iterable[Obj]) -> list[ClaimFacts]:
         """The facts of ``objs``, in their order; forgets claims not among them."""
-        kept, fresh = self._kept, {}
-        out: list[ClaimFacts] = []
-        read = 0
-        for obj in objs:
-            meta = obj.get("metadata") or {}
-            name, version = str(meta.get("name", "")), meta.get("resourceVersion")
-            known = kept.get(name) if version else None
-            if known is not None and known[0] == version:
-                facts = known[1]
-            else:
-                facts = facts_of(obj)
-                read += 1
-            if version:
-                fresh[name] = (version, facts)
-            out.append(facts)
-        self._kept, self.read = fresh, read
+        reading = self.reading()
+        out = [reading.of(obj) for obj in objs]
+        reading.done()
         return out
+
+    def reading(self) -> FactsReading:
+        """`of_all` one claim at a time, for a pass that walks the claims in slices."""
+        return FactsReading(self)
+
+
+class FactsReading:
+    """One pass's walk through the memo (`ClaimFactsMemo.reading`): what it meets is kept
+    for the next pass once it is `done`; a walk cut short keeps the memo as it was."""
+
+    __slots__ = ("_fresh", "_kept", "_memo", "_read")
+
+    def __init__(self, memo: ClaimFactsMemo) -> None:
+        self._memo = memo
+        self._kept = memo._kept
+        self._fresh: dict[str, tuple[str, ClaimFacts]] = {}
+        self._read = 0
+
+    def of(self, obj: Obj) -> ClaimFacts:
+        meta = obj.get("metadata") or {}
+        name, version = str(meta.get("name", "")), meta.get("resourceVersion")
+        known = self._kept.get(name) if version else None
+        if known is not None and known[0] == version:
+            facts = known[1]
+        else:
+            facts = facts_of(obj)
+            self._read += 1
+        if version:
+            self._fresh[name] = (version, facts)
+        return facts
+
+    def done(self) -> None:
+        self._memo._kept, self._memo.read = self._fresh, self._read

@@ -92,21 +92,45 @@ class ClaimWrites:
 
     def claim_objects(self) -> list[Obj]:
         """The cached claims, with our own not-yet-seen writes laid over them."""
-        out: list[Obj] = []
-        seen: set[str] = set()
-        for cached in self.claims.objects():
-            name = name_of(cached)
-            seen.add(name)
-            mine = self._written.get(name)
-            if mine is None:
-                out.append(cached)
-                continue
-            cached_rv, mine_rv = _rv_int(cached), _rv_int(mine)
-            if cached_rv is None or mine_rv is None or cached_rv >= mine_rv:
-                del self._written[name]
-                out.append(cached)
-            else:
-                out.append(mine)
-        for name in set(self._written) - seen:
-            del self._written[name]  # deleted since
+        overlay = self.overlay()
+        out = [overlay.current(cached) for cached in self.claims.objects()]
+        overlay.done()
         return out
+
+    def overlay(self) -> Overlay:
+        """`claim_objects` one claim at a time, for a pass that walks them in slices."""
+        return Overlay(self._written)
+
+
+class Overlay:
+    """Our stored copies laid over a walk of the cached claims (`ClaimWrites.overlay`).
+
+    Writes may end between two claims of the walk (the pass yields to the loop): what they
+    store is used when the walk reaches that claim, and a copy stored during the walk is kept
+    for the next pass even if the walk's list of claims predates it.
+    """
+
+    __slots__ = ("_before", "_seen", "_written")
+
+    def __init__(self, written: dict[str, Obj]) -> None:
+        self._written = written
+        self._before = set(written)
+        self._seen: set[str] = set()
+
+    def current(self, cached: Obj) -> Obj:
+        """``cached``, or our newer stored copy of it; forgets ours once the cache has it."""
+        name = name_of(cached)
+        self._seen.add(name)
+        mine = self._written.get(name)
+        if mine is None:
+            return cached
+        cached_rv, mine_rv = _rv_int(cached), _rv_int(mine)
+        if cached_rv is None or mine_rv is None or cached_rv >= mine_rv:
+            del self._written[name]
+            return cached
+        return mine
+
+    def done(self) -> None:
+        """Forget our copies of claims the walk did not meet (deleted since)."""
+        for name in self._before - self._seen:
+            self._written.pop(name, None)

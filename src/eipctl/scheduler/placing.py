@@ -28,6 +28,7 @@ A pool that changes policy at runtime is converged make before break:
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -54,9 +55,10 @@ from eipctl.core.placement import Decision, Policies, Policy, Reason, plan
 from eipctl.kube.client import IPCLAIMS
 from eipctl.kube.errors import NotFound
 from eipctl.kube.events import Tells
+from eipctl.kube.slices import Timeslice
 from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
-from eipctl.scheduler.claim_facts import ClaimFacts, ClaimFactsMemo
+from eipctl.scheduler.claim_facts import ClaimFactsMemo
 from eipctl.scheduler.claim_messages import (
     claim_event,
     no_live_node_message,
@@ -75,6 +77,7 @@ from eipctl.scheduler.metrics import (
     PLANNED_MOVES,
     set_claim_phases,
 )
+from eipctl.scheduler.pass_claims import gather
 from eipctl.scheduler.per_node import copy_missing
 from eipctl.scheduler.per_node_writes import PerNodeCopies
 from eipctl.scheduler.view import PoolViews, cluster_for, exclusions, policies_for
@@ -165,7 +168,12 @@ class Placer:
         self.passes = 0
         """Completed passes (tests and debugging)."""
         self.pass_seconds = 0.0
-        """How long the last pass took (on ``clock``): `pacing.pace_after`."""
+        """How long the last pass worked (on ``clock``), without the loop's turns between
+        its slices: `pacing.pace_after`."""
+        self.longest_hold = 0.0
+        """The longest the last pass held the loop without a break (tests, benchmarks)."""
+        self._passing = asyncio.Lock()
+        """Passes never overlap (a rebalance pass and a placement pass are two keys)."""
         self.pass_ended = 0.0
         """When (on ``clock``) the last pass ended: `pacing.rest_after`."""
         self._pool_views = PoolViews()
@@ -190,20 +198,21 @@ class Placer:
         await self.writes.close()
 
     async def reconcile(self, rebalance_moves: int = 0) -> Result:
-        """One pass: decide, start the writes of every decision and repair; returns DONE."""
+        """One pass: decide, start the writes of every decision and repair; returns DONE.
+
+        The pass gives the loop back every few milliseconds of its work (`Timeslice`), so
+        the liveness replies and the Lease's renewal never wait on it for long; it decides
+        on what it read at its start (`pass_claims`), and passes never overlap.
+        """
+        async with self._passing:
+            return await self._pass(rebalance_moves)
+
+    async def _pass(self, rebalance_moves: int) -> Result:
         started = self.clock()
-        objs: list[Obj] = []
-        facts: list[ClaimFacts] = []
-        per_node: dict[str, Obj] = {}
-        all_claims = self.writes.claim_objects()
-        all_facts = self._facts.of_all(all_claims)
-        set_claim_phases(f.phase for f in all_facts)
-        for obj, fact in zip(all_claims, all_facts, strict=True):
-            if fact.node_bound:
-                per_node[fact.name] = obj
-            else:
-                objs.append(obj)
-                facts.append(fact)
+        budget = Timeslice(clock=self.clock)
+        claims = await gather(self.writes, self._facts, budget)
+        objs, facts, by_name = claims.objs, claims.facts, claims.by_name
+        set_claim_phases(claims.phases)
         ipnodes = self.nodes.objects()
         self.excluded = exclusions(
             ipnodes, self.kube_nodes.objects(), cordoned_excludes=self.exclude_cordoned
@@ -224,6 +233,7 @@ class Placer:
         )
         views = []
         for obj, fact in zip(objs, facts, strict=True):
+            await budget.spent()
             view = fact.view
             if self.local is not None:
                 local = self.local.of(obj, fact.services)
@@ -235,10 +245,10 @@ class Placer:
             views.append(view)
         result = plan(views, cluster, policies, cursor=self.cursor, rebalance_moves=rebalance_moves)
         self.cursor = result.cursor
-        by_name = {f.name: o for f, o in zip(facts, objs, strict=True)}
         room = self._planned_room(started)
         held: list[str] = []
         for d in result.decisions:
+            await budget.spent()  # each decision starts a write: 10,000 at a term's start
             if d.reason.planned and d.to_node and d.claim not in self.writes.pending:
                 if room <= 0:
                     held.append(d.claim)
@@ -251,7 +261,7 @@ class Placer:
                 self.writes.defer(d.claim, d)  # decide again once its write is done
             elif d.no_live_node and self._reported(d, by_name[d.claim]):
                 continue  # said already: no write, and no pass woken by one
-            elif copy_missing(d, by_name[d.claim], per_node, cluster):
+            elif copy_missing(d, by_name[d.claim], claims.per_node, cluster):
                 # marked once its node's copy is in the cache: that copy's arrival runs the
                 # pass that marks it (see the module docstring)
                 log.info("placement.all_nodes.waiting_for_copy", claim=d.claim, node=d.from_node)
@@ -263,13 +273,15 @@ class Placer:
             log.info("placement.planned_moves_held", claims=len(held), limit=PLANNED_IN_FLIGHT)
         decided = {d.claim for d in result.decisions}
         for obj, fact in zip(objs, facts, strict=True):
+            await budget.spent()
             name = fact.name
             if name not in decided and name not in self.writes.pending and not fact.consistent:
                 self.writes.start(name, None, self._repair(obj))
-        self.copies.sync(objs, [f.view for f in facts], per_node, cluster, policies)
+        self.copies.sync(objs, [f.view for f in facts], claims.per_node, cluster, policies)
+        self.pass_seconds = budget.done()
         self.pass_ended = self.clock()
-        self.pass_seconds = self.pass_ended - started
-        PLACEMENT_PASS_SECONDS.observe(self.pass_seconds)
+        self.longest_hold = budget.longest
+        PLACEMENT_PASS_SECONDS.observe(self.pass_ended - started)
         self.passes += 1
         return DONE
 

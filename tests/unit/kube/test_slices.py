@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from eipctl.kube.slices import in_slices
+from eipctl.kube.slices import Timeslice, in_slices
 
 
 class Work:
@@ -64,3 +64,26 @@ async def test_a_walk_shorter_than_a_slice_does_not_yield() -> None:
     seen, ticks = await _walk(range(100), work=0.0, slice_seconds=10.0)
     assert seen == list(range(100))
     assert ticks == 0
+
+
+async def test_a_timeslice_counts_the_work_not_the_loops_turns_between() -> None:
+    """A placement pass paces itself by `busy`: what other tasks do while it has yielded
+    must not count, or a busy loop would make the pass rest for the loop's own work."""
+    clock = Work(1 / 1024)
+    budget = Timeslice(4 / 1024, clock)
+    working = True
+
+    async def beside() -> None:
+        while working:
+            await asyncio.sleep(0)
+            clock.now += 1.0  # the loop's other work: a whole second per turn
+
+    other = asyncio.create_task(beside())
+    for _ in range(10):
+        clock.item()
+        await budget.spent()
+    working = False
+    assert budget.done() == 10 / 1024
+    assert budget.longest == 4 / 1024
+    assert budget.yields == 2
+    await other

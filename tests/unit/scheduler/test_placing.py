@@ -4,6 +4,7 @@ it writes and what it tells."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from test_pool_placement_unit import NODES, Live, Nobody, Stub, Writer, base, pool, settle
@@ -108,3 +109,92 @@ async def test_a_move_off_an_excluded_node_is_a_planned_move() -> None:
     await settle(placer)
     assert writer.store[name_of(claim)]["spec"]["nodeName"] == "n2"
     assert planned_moves(Reason.NODE_EXCLUDED) == before + 1
+
+
+class Ticking:
+    """A clock that every reading moves by ``step``: the pass's own work is what advances
+    it, so where its slices end is exact, whatever the machine does."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def claims_to_place(count: int) -> list[Obj]:
+    return [
+        {**base(name=f"198-51-100-{i}"), "spec": {"ip": f"198.51.100.{i}", "prefixLength": 32}}
+        for i in range(1, count + 1)
+    ]
+
+
+async def placements(clock: Ticking | None, count: int) -> tuple[dict[str, str], int, Placer]:
+    """Where a pass puts ``count`` new claims on n1..n3, and how many turns a task beside it
+    got meanwhile (a pass on a clock that never moves never yields)."""
+    claims = claims_to_place(count)
+    writer = Writer(claims)
+    placer = make_placer(claims[0], writer)
+    placer.claims = placer.writes.claims = Stub(claims)
+    if clock is not None:
+        placer.clock = clock
+    turns, passing = 0, True
+
+    async def beside() -> None:
+        nonlocal turns
+        while passing:
+            await asyncio.sleep(0)
+            turns += 1
+
+    other = asyncio.create_task(beside())
+    await asyncio.sleep(0)
+    turns = 0
+    await placer.reconcile()
+    during = turns
+    passing = False
+    await other
+    await settle(placer)
+    where = {name: obj["spec"].get("nodeName", "") for name, obj in writer.store.items()}
+    return where, during, placer
+
+
+async def test_a_long_pass_gives_the_loop_back_and_decides_as_one_that_does_not() -> None:
+    """[scale]: a pass over every claim held the loop the Lease is renewed on (~0.2 s at
+    50,000 claims). In slices of the loop's time it must still decide exactly what one
+    unbroken pass decides, each claim written once."""
+    unbroken, turns, _ = await placements(None, 60)
+    assert turns == 0
+    sliced, turns, placer = await placements(Ticking(0.001), 60)
+    assert turns >= 10  # ~3 clock readings per claim and step: a 5 ms slice is a few claims
+    assert sliced == unbroken
+    assert sorted(set(sliced.values())) == ["n1", "n2", "n3"]
+    assert placer.longest_hold <= 0.005 + 0.003  # a slice, and the reading that ends it
+
+
+async def test_passes_asked_for_at_once_run_one_after_the_other() -> None:
+    """A rebalance and a placement pass are two keys of the work queue; sliced, they could
+    interleave and decide on each other's half-done state."""
+    claims = claims_to_place(30)
+    writer = Writer(claims)
+    placer = make_placer(claims[0], writer)
+    placer.claims = placer.writes.claims = Stub(claims)
+    clock = Ticking(0.001)
+    placer.clock = clock
+    inside, most = 0, 0
+    passing = placer._pass
+
+    async def counted(rebalance_moves: int) -> Any:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        try:
+            return await passing(rebalance_moves)
+        finally:
+            inside -= 1
+
+    placer._pass = counted  # type: ignore[method-assign]
+    await asyncio.gather(placer.reconcile(), placer.reconcile(rebalance_moves=1))
+    assert most == 1 and placer.passes == 2
+    await settle(placer)
+    assert sorted(writer.log).count(("update", "198-51-100-1")) == 2  # placed, then its status
