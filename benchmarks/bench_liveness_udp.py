@@ -7,9 +7,13 @@ accepted per probe sent (100 % is no loss; replies to probes sent just before th
 can tip it over); the prober process's CPU (% of one core, user + system, from getrusage)
 and per packet handled (a probe sent or a reply read); and the child's CPU for scale (it
 answers 10,000 probes/s here; a real controller answers one per scheduler replica per
-interval). Figures only; nothing is asserted.
+interval). With --judge each accepted reply also goes to the scheduler's judge
+(`scheduler.node_watch.NodeWatch.heard` over a `core.liveness.Liveness`, as the scheduler
+hands it every reply), so the figure is the scheduler's whole per-reply path. Figures only;
+nothing is asserted.
 
 Run: python benchmarks/bench_liveness_udp.py [--targets 1000] [--interval 0.1] [--seconds 10]
+        [--judge]
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from typing import Any
 
 import structlog
 
+from eipctl.core.liveness import Liveness
 from eipctl.core.liveness_wire import Flag, Keyring
 from eipctl.metrics import REGISTRY
 from eipctl.net.liveness import LivenessProber, LivenessResponder
+from eipctl.scheduler.node_watch import NodeWatch
 
 WARMUP = 1.0  # s of probing before the measured window
 
@@ -97,17 +103,44 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def judge(targets: int) -> Callable[[str, Flag], object]:
+    """The scheduler's judge of ``targets`` nodes, every one introduced: its `heard`."""
+    loop = asyncio.get_running_loop()
+    liveness = Liveness(4 * 0.1)
+    watch = NodeWatch(
+        liveness,
+        clock=loop.time,
+        kick=lambda: None,
+        leading=lambda: True,
+        identity="bench",
+        set_targets=lambda _targets: None,
+    )
+    for n in range(targets):
+        liveness.introduce(node(n), loop.time())
+    return watch.heard
+
+
 def measure(
-    loop: str, keyring: Keyring, ports: list[int], interval: float, seconds: float, child: int
+    loop: str,
+    keyring: Keyring,
+    ports: list[int],
+    interval: float,
+    seconds: float,
+    child: int,
+    judged: bool,
 ) -> str:
     accepted = 0
+    heard: Callable[[str, Flag], object] = lambda _name, _flags: None  # noqa: E731
 
     def on_reply(name: str, flags: Flag) -> None:
         nonlocal accepted
         accepted += 1
+        heard(name, flags)
 
     async def main() -> None:
-        nonlocal accepted
+        nonlocal accepted, heard
+        if judged:
+            heard = judge(len(ports))
         prober = LivenessProber(keyring, interval=interval, on_reply=on_reply)
         prober.set_targets({node(n): (address(n), port) for n, port in enumerate(ports)})
         task = asyncio.create_task(prober.run())
@@ -140,6 +173,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--interval", type=float, default=0.1)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--loops", default="asyncio,uvloop")
+    parser.add_argument("--judge", action="store_true", help="replies also go to the judge")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
@@ -163,9 +197,13 @@ def main(argv: list[str]) -> int:
             f"{args.targets} targets every {args.interval * 1000:.0f} ms, "
             f"{args.seconds:.0f} s measured per loop, {os.cpu_count()} CPUs, "
             f"load average {os.getloadavg()[0]:.2f}"
+            + (", each reply judged (NodeWatch.heard)" if args.judge else "")
         )
         for loop in args.loops.split(","):
-            print(measure(loop, keyring, ports, args.interval, args.seconds, child.pid), flush=True)
+            print(
+                measure(loop, keyring, ports, args.interval, args.seconds, child.pid, args.judge),
+                flush=True,
+            )
     finally:
         child.stdin.close()
         child.wait(timeout=30)

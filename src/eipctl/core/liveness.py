@@ -50,7 +50,7 @@ _INTRODUCED = object()
 """The token of a node known but not heard yet: equal to no token a node can show."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Seen:
     token: Hashable
     changed_at: float
@@ -94,10 +94,13 @@ class Liveness:
         grace in force stays in force.
         """
         seen = self._seen.get(node)
-        if seen is not None and seen.token == token:
+        if seen is None:
+            self._seen[node] = _Seen(token, now, max(self.timeout, timeout))
+        elif seen.token == token:
             return False
-        until = float("-inf") if seen is None else seen.grace_until
-        self._seen[node] = _Seen(token, now, max(self.timeout, timeout), grace_until=until)
+        else:  # in place: a reply per node every probe interval (the grace stays)
+            seen.token, seen.changed_at = token, now
+            seen.timeout, seen.fenced = max(self.timeout, timeout), False
         self._latest_change = max(self._latest_change, now)
         return True
 

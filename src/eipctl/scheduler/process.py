@@ -334,9 +334,8 @@ class Scheduler:
         self.manager.enqueue_after(Pass.PLACE, pace_after(last))
 
     def _on_reply(self, node: str, flags: Flag) -> None:
-        self.node_watch.heard(node, flags)
-        if self.node_conditions is not None:
-            self.node_conditions.changed(node)
+        if self.node_watch.heard(node, flags) and self.node_conditions is not None:
+            self.node_conditions.changed(node)  # a reply moves a verdict only to live or fenced
 
     def _on_transitions(self, transitions: list[Transition]) -> None:
         if self.node_conditions is not None:

@@ -117,6 +117,41 @@ def test_a_fenced_reply_kills_at_once_and_asks_for_a_pass() -> None:
     assert bed.liveness.is_live("n1", 0.4)
 
 
+def test_a_reply_says_whether_the_verdict_may_have_moved() -> None:
+    """The Live conditions look at a node only when `heard` says so: a live node's reply,
+    10,000 a second at 1,000 nodes, cannot move a verdict that is already "live"; a node that
+    was dead, never heard, or fenced, or a FENCED reply can."""
+    bed = Bed()
+    bed.witness(3.0)
+    bed.observe(None, ipnode(spec=ENDPOINT), at=0.0)
+    bed.now = 0.5
+    assert bed.watch.heard("n1", Flag.NONE) is False  # introduced, live: stays live
+    bed.now = 0.6
+    assert bed.watch.heard("n1", Flag.EXTENDED | Flag.API_STALE) is False
+    bed.now = 0.7
+    assert bed.watch.heard("n1", Flag.FENCED) is True
+    bed.now = 0.8
+    assert bed.watch.heard("n1", Flag.NONE) is True  # fenced -> live
+    bed.now = 2.5  # silent since 0.8: dead
+    assert not bed.liveness.is_live("n1", 2.5)
+    assert bed.watch.heard("n1", Flag.NONE) is True
+    assert bed.liveness.is_live("n1", 2.5)
+
+
+def test_every_reply_counts_once_as_a_sign_of_life() -> None:
+    """Replies are refreshed in place; each one (a fresh seq, accepted once by the prober)
+    restarts the node's timeout, also after a heartbeat-judged phase (its tokens differ)."""
+    bed = Bed()
+    bed.witness(3.0)
+    bed.observe(None, ipnode(), at=0.0)  # no endpoint yet: judged by heartbeats
+    bed.observe(ipnode(), ipnode(heartbeat=1), at=0.2)
+    bed.observe(ipnode(heartbeat=1), ipnode(spec=ENDPOINT, heartbeat=1), at=0.3)
+    for at in (1.0, 1.9, 2.8):
+        bed.heard("n1", at)
+        assert bed.liveness.silence("n1", at) == 0.0
+    assert bed.liveness.is_live("n1", 3.7)
+
+
 def test_api_heartbeats_do_not_count_for_a_node_with_an_endpoint() -> None:
     """Cut from the liveness path only: its 10 s API heartbeats must not revive it."""
     bed = Bed()
