@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 
+from eipctl.kube import lean_import
 from eipctl.kube.client import KubeApi
 
 API_TIMEOUT = 10.0  # the controller's main client (`controller.process`)
@@ -30,6 +31,7 @@ async def loopback_client(
     100 would queue the 101st node's requests behind them) and does not trust the environment
     (no thread hop per request for ~/.netrc and the proxy variables: the API is on
     loopback); ``trace_configs`` to count its requests."""
+    lean_import.install()
     from kubernetes_asyncio import config
 
     client = await config.new_client_from_config(config_file=str(kubeconfig))
