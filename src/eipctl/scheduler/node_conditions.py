@@ -19,7 +19,7 @@ IpNode carries (read from the object, or written by us) and marks a node when
   between writes that node at the next pass, which that report kicks.)
 - its IpNode's Live condition moves under us, or the IpNode is created (re-created)
   (`observe`, the IpNodes informer): somebody else's edit is put right at the next pass,
-  as it was when every pass looked at every node;
+  which the mark asks for (no other change may be coming to ask for one);
 - its write failed (retried at the next pass, which it asks for; NotFound is not: the object
   is gone, and its re-creation is an informer event that marks it); or its write ended with
   the verdict moved on meanwhile (a pass is asked for too).
@@ -142,6 +142,8 @@ class NodeConditions:
         if old is None or name not in self._carried or have != carried(old):
             self._carried[name] = have
         self.changed(name)
+        if name in self._marked:
+            self._ask_for_pass()  # put right soon, not whenever a pass happens to come
 
     # --- the pass -------------------------------------------------------------------------
     async def sync(self) -> int:
