@@ -9,6 +9,7 @@ import pytest
 
 from eipctl.core.allocation_inputs import (
     ANY_FAMILY,
+    PoolInfo,
     Request,
     RequestError,
     ServiceInfo,
@@ -16,6 +17,7 @@ from eipctl.core.allocation_inputs import (
     service_request,
 )
 from eipctl.core.naming import LOAD_BALANCER_CLASS
+from eipctl.core.pool import Pool
 
 
 def lb(annotations: dict[str, str] | None = None, **kw: object) -> ServiceInfo:
@@ -58,3 +60,48 @@ def test_load_balancer_ip_turns_auto_into_that_literal_keeping_pool_and_key() ->
     )
     with pytest.raises(RequestError, match=r"^spec\.loadBalancerIP='x' is not an IP address$"):
         service_request(lb(load_balancer_ip="x"), serve_unclassed=False)
+
+
+# ------------------------------------------------------------------ guard mutants (session 17)
+
+
+def cluster_ip(annotations: dict[str, str] | None = None, **kw: object) -> ServiceInfo:
+    return ServiceInfo(
+        key="default/web",
+        namespace="default",
+        annotations=annotations or {},
+        service_type="ClusterIP",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_a_service_that_is_no_load_balancer_is_never_of_a_foreign_class() -> None:
+    """Only a LoadBalancer has a class that hands it to another implementation; elsewhere the
+    annotation decides."""
+    svc = cluster_ip({"external-ip": "auto"}, load_balancer_class="other.io/lb")
+    assert svc.foreign_class is False
+    assert service_request(svc, serve_unclassed=False) == Request(families=(ANY_FAMILY,))
+
+
+def test_serving_unclassed_load_balancers_gives_nothing_to_other_service_types() -> None:
+    assert service_request(cluster_ip(), serve_unclassed=True) is None
+    unclassed = ServiceInfo("default/web", "default", service_type="LoadBalancer")
+    assert service_request(unclassed, serve_unclassed=True) == Request()
+
+
+def test_load_balancer_ip_does_not_replace_a_literal_annotation() -> None:
+    svc = lb({"external-ip": "192.0.2.5"}, load_balancer_ip="192.0.2.9")
+    assert service_request(svc, serve_unclassed=False) == Request(
+        ips=(ip_address("192.0.2.5"),), families=(4,)
+    )
+
+
+def test_load_balancer_ip_is_ignored_on_a_service_that_is_no_load_balancer() -> None:
+    svc = cluster_ip({"external-ip": "auto"}, load_balancer_ip="192.0.2.9")
+    assert service_request(svc, serve_unclassed=False) == Request(families=(ANY_FAMILY,))
+
+
+def test_a_pool_whose_spec_does_not_parse_is_never_ready() -> None:
+    assert PoolInfo("p", None).ready is False
+    assert PoolInfo("p", Pool.parse("p", "192.0.2.0/30")).ready is True
+    assert PoolInfo("p", Pool.parse("p", "192.0.2.0/30"), problem="overlap").ready is False

@@ -260,6 +260,19 @@ class AllocationMachine(RuleBasedStateMachine):
                 assert claim is not None and claim.key, f"{ip} on {holders} without a shared claim"
                 assert set(holders) <= claim.services, f"{ip} on {holders}, not on its claim"
 
+    @invariant()
+    def the_books_reservations_agree_with_its_allocator(self) -> None:
+        """What the book's equivalence arguments rest on (docs/testing.md, session 17): the
+        pool's allocator holds exactly the IPs claimed, pending or set by hand in it (so
+        rebuilding it in `set_pools` changes nothing), no claimed IP is also pending, and
+        every keyed reservation is a pending one."""
+        book = self.book
+        in_use = {*book._claims, *book._pending, *book._hand_set}
+        expected = sorted(i for i in in_use if POOL.pool is not None and POOL.pool.contains(i))
+        assert list(book._allocators["p"].used_addresses()) == expected
+        assert not set(book._claims) & set(book._pending)
+        assert set(book._pending_shared) <= set(book._pending)
+
     def _recorded(self) -> dict[IPAddress, list[str]]:
         out: dict[IPAddress, list[str]] = {}
         for name, svc in self.api.services.items():

@@ -115,3 +115,47 @@ def test_every_plan_names_its_service_and_a_foreign_one_keeps_its_claims(
         assert plan.release == ()
     else:
         assert plan.release == (ip("192.0.2.1"),)
+
+
+# ------------------------------------------------------------------ guard mutants (session 17)
+
+
+def test_a_recorded_ip_that_a_claim_backs_is_not_reserved_again_at_start() -> None:
+    """Reserved anyway, it would stay taken after the claim went, for a Service not holding it."""
+    book = book_with(pool("p", "192.0.2.0/30"))
+    one = ip("192.0.2.1")
+    book.claim_seen(ClaimInfo(one, "p", ("default/a",)))
+    book.reserve_recorded("default/b", [one])
+    assert book.pending_for(one) is None
+    book.claim_gone(one)
+    assert book.reserve_lowest_free("p", "default/c", sharing_key="") == one
+
+
+def test_the_first_service_to_record_an_ip_keeps_its_start_up_reservation() -> None:
+    """Two Services recording one unclaimed IP: the second does not take it from the first."""
+    book = book_with(pool("p", "192.0.2.0/30"))
+    one = ip("192.0.2.1")
+    book.reserve_recorded("default/a", [one])
+    book.reserve_recorded("default/b", [one])
+    assert book.pending_for(one) == "default/a"
+    plan = book.plan("default/a", svc("a", recorded=(one,)))
+    assert [a.ip for a in plan.acquire] == [one]
+
+
+def test_an_unkeyed_reservation_is_in_flight_under_no_key() -> None:
+    """Only keyed acquisitions are offered to others of their key (the planner's
+    `_may_join_pending` relies on no key listing nothing)."""
+    book = book_with(pool("p", "192.0.2.0/30"))
+    book.reserve_pending(ip("192.0.2.1"), "default/a", sharing_key="", pool="p")
+    assert book.reserve_lowest_free("p", "default/b") == ip("192.0.2.2")
+    assert book.pending_shared("") == []
+
+
+def test_a_pending_ip_also_set_by_hand_stays_taken_when_the_hand_setter_lets_go() -> None:
+    book = book_with(pool("p", "192.0.2.0/30"))
+    one = book.reserve_lowest_free("p", "default/a")
+    assert one == ip("192.0.2.1")
+    book.service_seen(svc("hand", hand_set=(one,)))
+    assert book.service_gone("default/hand") is True
+    assert book.pending_for(one) == "default/a"
+    assert book.reserve_lowest_free("p", "default/b") == ip("192.0.2.2")

@@ -12,7 +12,7 @@ from typing import Any
 from test_allocation_support import book_with, ip, pool, svc
 
 from eipctl.core.allocation import AllocationBook
-from eipctl.core.allocation_inputs import ClaimInfo, ServiceInfo
+from eipctl.core.allocation_inputs import ClaimInfo, PoolInfo, ServiceInfo
 from eipctl.core.allocation_plan import Acquire, AllocationPlan, Mark, Problem
 from eipctl.core.selectors import LabelSelector
 from eipctl.core.sharing import came_first, clash
@@ -390,3 +390,155 @@ def test_an_auto_service_of_the_key_waits_for_a_literal_being_reserved() -> None
     assert first.acquire == (Acquire(ip("192.0.2.5"), "p"),)
     second = book.plan("default/b", svc("b", annotations=KEY, ports=tcp(443)))
     assert second.deferred == "waiting for 192.0.2.5 (key 'k') being reserved for default/a"
+
+
+# ------------------------------------------------------------------ guard mutants (session 17)
+
+
+def test_a_held_literal_in_a_pool_the_service_no_longer_names_is_released() -> None:
+    """Naming another pool releases the literal (module docstring); it is not kept."""
+    book = book_with(pool("a", "192.0.2.0/29"), pool("b", "198.51.100.0/29"))
+    held(book, "192.0.2.3", "a")
+    plan = book.plan(
+        "default/web", svc(annotations=literal("192.0.2.3", **{"external-ip-pool": "b"}))
+    )
+    assert (plan.keep, plan.release) == ((), (ip("192.0.2.3"),))
+    assert [p.reason for p in plan.problems] == ["IPNotInPool"]
+
+
+def test_a_later_service_gives_up_a_shared_literal_whose_ports_now_clash_and_waits() -> None:
+    """A literal is not re-keyed by keeping it: the later holder lets go and waits."""
+    book = book_with(pool("p", "192.0.2.0/29"))
+    old = svc("old", annotations=KEY, ports=tcp(80), created="2026-01-01T00:00:00Z")
+    key = literal("192.0.2.1", **{"external-ip-sharing-key": "k"})
+    new = svc("new", annotations=key, ports=tcp(80), created="2026-01-02T00:00:00Z")
+    book.service_seen(old)
+    book.service_seen(new)
+    held(book, "192.0.2.1", "p", "default/old", "default/new", sharing_key="k")
+    why = "TCP/80 used by both default/new and default/old"
+    assert book.plan("default/new", new) == AllocationPlan(
+        "default/new",
+        release=(ip("192.0.2.1"),),
+        problems=(
+            Problem("PortClash", f"gives up 192.0.2.1: {why}"),
+            Problem("PortClash", f"192.0.2.1 is shared under key 'k', but {why}", True),
+        ),
+    )
+
+
+def test_a_service_giving_up_a_shared_ip_does_not_also_refuse_to_share_it() -> None:
+    """The IP it gives up is no candidate to join: one PortClash, no SharingRefused."""
+    book = book_with(pool("p", "192.0.2.0/29"))
+    old = svc("old", annotations=KEY, ports=tcp(80), created="2026-01-01T00:00:00Z")
+    new = svc("new", annotations=KEY, ports=tcp(80), created="2026-01-02T00:00:00Z")
+    book.service_seen(old)
+    book.service_seen(new)
+    held(book, "192.0.2.1", "p", "default/old", "default/new", sharing_key="k")
+    plan = book.plan("default/new", new)
+    assert plan.problems == (
+        Problem("PortClash", "gives up 192.0.2.1: TCP/80 used by both default/new and default/old"),
+    )
+    assert plan.acquire == (Acquire(ip("192.0.2.2"), "p"),)
+
+
+def test_the_first_service_of_a_key_acquires_with_no_problem_and_the_next_only_waits() -> None:
+    """Nothing refused means no SharingRefused; a deferred plan is no NoPool either."""
+    book = book_with(pool("p", "192.0.2.0/29"))
+    first = book.plan("default/a", svc("a", annotations=KEY, ports=tcp(80)))
+    assert first == AllocationPlan("default/a", acquire=(Acquire(ip("192.0.2.1"), "p"),))
+    second = book.plan("default/b", svc("b", annotations=KEY, ports=tcp(443)))
+    assert second == AllocationPlan(
+        "default/b", deferred="waiting for 192.0.2.1 (key 'k') being reserved for default/a"
+    )
+
+
+def test_purge_on_pool_delete_releases_nothing_of_a_pool_that_stays() -> None:
+    book = book_with(pool("p", "192.0.2.0/29"), purge=True)
+    held(book, "192.0.2.3", "p")
+    assert book.plan("default/web", svc()) == AllocationPlan("default/web", keep=(ip("192.0.2.3"),))
+
+
+def test_a_kept_ip_whose_pool_spec_went_bad_is_marked_outside_the_pool() -> None:
+    """A pool whose spec no longer parses (``pool`` None) keeps its IPs, marked."""
+    book = book_with(pool("p", "192.0.2.0/29"))
+    held(book, "192.0.2.3", "p")
+    book.set_pools([PoolInfo("p", None, problem="bad cidr")])
+    plan = book.plan("default/web", svc())
+    assert plan.keep == (ip("192.0.2.3"),)
+    assert plan.marks == (
+        Mark(ip("192.0.2.3"), "OutsidePool", "kept 192.0.2.3: 192.0.2.3 is no longer in pool 'p'"),
+    )
+
+
+def test_dual_stack_pinned_to_pools_says_which_family_they_cannot_give() -> None:
+    """Unpinned dual stack is served as far as pools allow; pinned, the missing family is a
+    problem the user should see (the named pools were chosen for both)."""
+    book = book_with(pool("v4", "192.0.2.0/29"))
+    pinned = svc(annotations={**AUTO, "external-ip-pool": "v4"}, ip_families=(4, 6))
+    plan = book.plan("default/web", pinned)
+    assert plan.acquire == (Acquire(ip("192.0.2.1"), "v4"),)
+    assert plan.problems == (
+        Problem(
+            "NoPool",
+            "no pool can give an IPv6 address: pool v4 gives IPv4, the Service wants IPv6",
+            True,
+        ),
+    )
+    unpinned = book.plan("default/two", svc("two", ip_families=(4, 6)))
+    assert (unpinned.acquire, unpinned.problems) == ((Acquire(ip("192.0.2.2"), "v4"),), ())
+
+
+def test_a_claim_the_allocator_did_not_make_is_never_joined_whatever_its_key() -> None:
+    """A scheduler-made claim (hand-set IPs) carrying a sharing key is still no shared IP."""
+    book = book_with(pool("p", "192.0.2.0/29"))
+    book.service_seen(svc("x", hand_set=(ip("192.0.2.1"),)))
+    held(book, "192.0.2.1", "p", "default/x", owned=False, sharing_key="k")
+    assert book.plan("default/web", svc(annotations=KEY)).acquire == (
+        Acquire(ip("192.0.2.2"), "p"),
+    )
+    # as a literal, with its hand-setter gone from the book
+    book = book_with(pool("p", "192.0.2.0/29"))
+    held(book, "192.0.2.1", "p", "default/x", owned=False, sharing_key="k")
+    key = literal("192.0.2.1", **{"external-ip-sharing-key": "k"})
+    plan = book.plan("default/web", svc(annotations=key))
+    assert (plan.acquire, plan.problems) == (
+        (),
+        (Problem("IPInUse", "192.0.2.1 is held by hand-set externalIPs of default/x", True),),
+    )
+
+
+def test_a_keyed_claim_nobody_is_listed_on_is_never_joined() -> None:
+    book = book_with(pool("p", "192.0.2.0/29"))
+    book.claim_seen(ClaimInfo(ip("192.0.2.1"), "p", (), sharing_key="k"))
+    assert book.plan("default/web", svc(annotations=KEY)).acquire == (
+        Acquire(ip("192.0.2.2"), "p"),
+    )
+    key = literal("192.0.2.1", **{"external-ip-sharing-key": "k"})
+    plan = book.plan("default/lit", svc("lit", annotations=key))
+    assert (plan.acquire, plan.problems) == (
+        (),
+        (Problem("IPInUse", "192.0.2.1 is held by another claim", True),),
+    )
+
+
+def test_a_literal_claimed_by_the_allocator_names_its_holders_even_if_set_by_hand_elsewhere() -> (
+    None
+):
+    """The claim is the reservation: a stray hand-set copy on another Service is not the
+    holder the user should be sent to."""
+    book = book_with(pool("p", "192.0.2.0/29"))
+    held(book, "192.0.2.1", "p", "default/a")
+    book.service_seen(svc("stray", hand_set=(ip("192.0.2.1"),)))
+    plan = book.plan("default/web", svc(annotations=literal("192.0.2.1")))
+    assert plan.problems == (Problem("IPInUse", "192.0.2.1 is held by default/a", True),)
+
+
+def test_a_keyed_literal_waits_for_a_reservation_of_its_key_by_a_service_now_gone() -> None:
+    """The reserver left the book (deleted meanwhile): nothing clashes, so wait for the claim."""
+    book = book_with(pool("p", "192.0.2.0/29"))
+    book.reserve_pending(ip("192.0.2.1"), "default/gone", sharing_key="k", pool="p")
+    key = literal("192.0.2.1", **{"external-ip-sharing-key": "k"})
+    plan = book.plan("default/web", svc(annotations=key, ports=tcp(80)))
+    assert plan == AllocationPlan(
+        "default/web", deferred="waiting for 192.0.2.1 being reserved for default/gone"
+    )
