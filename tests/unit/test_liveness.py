@@ -78,10 +78,25 @@ def test_a_late_reply_from_the_stopping_process_does_not_end_the_grace() -> None
     assert lv.is_live("n1", 9.0)
     assert lv.next_death(1.2) == pytest.approx(10.1)
     lv.observe("n1", "reply-3", 2.0)  # the new process answers ...
-    assert lv.end_grace("n1") is True  # ... and beats: from now its replies alone count
-    assert lv.end_grace("n1") is False
+    assert lv.end_grace("n1", 2.0) is True  # ... and beats: from now its replies alone count
+    assert lv.end_grace("n1", 2.0) is False
     assert lv.is_live("n1", 2.9)
     assert not lv.is_live("n1", 3.0)  # it died right after: one timeout, not the grace
+
+
+def test_the_successors_first_heartbeat_gives_it_one_timeout_to_answer() -> None:
+    """The new process beats before its responder answers: measured from the old process's
+    last reply, it would be dead the moment its grace ends, and a pass started then by any
+    other change moved its claims mid-restart (e2e: the SIGTERM restart story)."""
+    lv = Liveness(1.0)
+    lv.observe("n1", "reply-1", 0.0)
+    lv.grant_grace("n1", 0.1, 10.0)
+    witness(lv, 20.0)
+    assert lv.end_grace("n1", 3.0) is True  # silent for 3 s, but restarting
+    assert lv.is_live("n1", 3.0)
+    assert lv.is_live("n1", 3.9)
+    assert not lv.is_live("n1", 4.0)  # it never answered: dead one timeout later
+    assert lv.next_death(3.5) == pytest.approx(4.0)
 
 
 def test_a_fenced_reply_ends_a_restart_grace() -> None:

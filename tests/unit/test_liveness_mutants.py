@@ -32,7 +32,7 @@ def test_silence_is_death_only_if_another_node_changed_half_a_timeout_later() ->
 def test_an_unknown_node_is_neither_fenced_nor_in_a_grace() -> None:
     liveness = Liveness(10.0)
     assert liveness.is_fenced("never-seen") is False
-    assert liveness.end_grace("never-seen") is False
+    assert liveness.end_grace("never-seen", 0.0) is False
     assert liveness.known() == frozenset()
 
 
@@ -57,7 +57,7 @@ def test_repeated_fenced_replies_keep_a_grace_announced_since() -> None:
     liveness.grant_grace("n1", now=0.2, seconds=10.0)
     liveness.fence("n1", now=0.3)
     assert liveness.is_fenced("n1")
-    assert liveness.end_grace("n1") is True
+    assert liveness.end_grace("n1", 0.4) is True
 
 
 def test_fenced_nodes_are_not_heard_for_the_quorum() -> None:

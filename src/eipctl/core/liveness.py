@@ -20,7 +20,8 @@ dead once it has shown no change for ``timeout``. The caller passes ``now`` (e.g
   update does not move its IPs. Replies do not end it: the stopping process may answer a
   probe or two after its announcement is seen, and a grace ended by such a reply would have
   the node declared dead one timeout later, mid-restart. The new process's first heartbeat
-  ends it (`end_grace`). A controller that never comes back is dead after the grace.
+  ends it (`end_grace`) and is its first sign of life: one timeout to answer a probe. A
+  controller that never comes back is dead after the grace.
 - Re-observing the same token (a relist replaying the cache) changes nothing.
 - The observer's own view must be current. A node is dead only if, besides its own silence,
   some other node changed at least ``timeout / 2`` after its last change. If the observer
@@ -110,13 +111,21 @@ class Liveness:
         self.introduce(node, now)
         self._seen[node] = replace(self._seen[node], grace_until=now + seconds)
 
-    def end_grace(self, node: str) -> bool:
-        """The restarted process wrote its first heartbeat: from now ``node`` is judged by
-        its signs of life alone. True if a grace was in force."""
+    def end_grace(self, node: str, now: float) -> bool:
+        """The restarted process wrote its first heartbeat (at ``now``): from now ``node``
+        is judged by its signs of life alone, that heartbeat the first of them. True if a
+        grace was in force.
+
+        The heartbeat counts because its silence would otherwise be the old process's: a
+        successor that beats before its responder is up would be dead at once, and any pass
+        in between (another node's change starts one) moved its claims mid-restart. So it
+        gets one timeout to answer, as a node seen for the first time does."""
         seen = self._seen.get(node)
         if seen is None or seen.grace_until == float("-inf"):
             return False
-        self._seen[node] = replace(seen, grace_until=float("-inf"))
+        self._seen[node] = replace(
+            seen, grace_until=float("-inf"), changed_at=max(seen.changed_at, now)
+        )
         return True
 
     def introduce(self, node: str, now: float) -> None:

@@ -151,7 +151,7 @@ class NodeWatch:
                 self.liveness.observe(name, ("grace", heartbeat), now)
                 self.liveness.grant_grace(name, now, grace)
                 self._log.info("node.restart_grace", node=name, grace=grace)
-            elif heartbeat is not None and self.liveness.end_grace(name):
+            elif heartbeat is not None and self.liveness.end_grace(name, now):
                 # the restarted process's first beat; its stopping predecessor's late replies
                 # (after the grace was seen) ended nothing: docs/liveness.md "The judge"
                 self._log.info("node.restart_grace_ended", node=name)

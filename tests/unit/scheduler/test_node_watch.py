@@ -209,8 +209,8 @@ def test_the_stopping_process_answering_after_its_grace_moves_nothing() -> None:
     bed.heard("n1", 4.0)  # the new process answers ...
     assert bed.liveness.is_live("n1", 6.0)  # ... still in grace until it beats
     bed.observe(graced, ipnode(spec=ENDPOINT, heartbeat=8), at=4.5)
-    assert bed.liveness.is_live("n1", 4.9)
-    assert not bed.liveness.is_live("n1", 5.0)  # silent since 4.0: one timeout, no grace
+    assert bed.liveness.is_live("n1", 5.4)  # the beat is its latest sign of life ...
+    assert not bed.liveness.is_live("n1", 5.5)  # ... then one timeout, no grace
 
 
 def test_a_grace_that_is_no_number_is_none_the_liveness_timeout_holds() -> None:
