@@ -229,7 +229,7 @@ def _prepare(name: str, area: Area) -> Path:
     work = WORK / name
     work.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".hypothesis")
-    for sub in ("src", "tests", "deploy"):
+    for sub in ("src", "tests", "deploy", "docs"):  # tests read docs (test_crds)
         shutil.rmtree(work / sub, ignore_errors=True)
         # copy2 keeps mtimes (mutmut re-mutates a file only if it changed); crds/ is a
         # symlink into deploy/, copied as files
@@ -347,7 +347,7 @@ def _guards(
 def _prepare_guards(work: Path) -> None:
     """A fresh copy of the tree for the guard mutants (mutmut's mutants/ is not touched)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".hypothesis")
-    for sub in ("src", "tests", "deploy"):
+    for sub in ("src", "tests", "deploy", "docs"):  # tests read docs (test_crds)
         shutil.rmtree(work / sub, ignore_errors=True)
         shutil.copytree(ROOT / sub, work / sub, ignore=ignore)
     shutil.copy2(ROOT / "conftest.py", work / "conftest.py")

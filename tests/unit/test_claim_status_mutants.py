@@ -12,6 +12,7 @@ import pytest
 
 from eipctl.core.claim_status import (
     cloud_status,
+    has_conflict,
     is_bound_here,
     mark_bound,
     mark_conflict,
@@ -161,3 +162,84 @@ def test_the_conflict_condition_in_full_and_when_it_stops_bound_here() -> None:
         "message": "the address is on the link",
     }
     assert is_bound_here(IpClaim.from_dict(obj), "n1")
+
+
+# --- guard mutants (docs/testing.md, "The guard operators") -------------------------------
+
+
+def test_a_claim_marked_for_all_nodes_that_names_a_node_is_placed_there() -> None:
+    """spec.nodeName decides the phase: a mark left on a placed claim (the repair drops it,
+    `scheduler.claims.consistent`) must not unbind the node that holds the address."""
+    obj = marked_for_all_nodes()
+    put_node(obj, "n1")
+    obj["status"] = {"phase": "Bound", "boundNode": "n1"}
+    scheduled_status("on n1", now=NOW)(obj)
+    assert (obj["status"]["phase"], obj["status"]["boundNode"]) == ("Bound", "n1")
+    assert condition(obj, "Scheduled")["reason"] == "Placed"
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Scheduled"])
+def test_only_bound_or_failed_on_the_node_is_kept_not_a_stray_bound_node(phase: str) -> None:
+    """A status naming the node as bound without the phase (a hand edit) is not a binding:
+    the claim becomes Scheduled there and the controller binds it."""
+    obj = claim("n1", phase=phase, boundNode="n1")
+    scheduled_status("on n1", now=NOW)(obj)
+    assert obj["status"]["phase"] == "Scheduled"
+    assert "boundNode" not in obj["status"]
+
+
+def test_placed_status_resets_a_node_ip_bound_on_another_node() -> None:
+    """A node IP reused on n2 is not Bound there because n1 had bound it."""
+    obj = claim("n2", phase="Bound", boundNode="n1")
+    placed_status()(obj)
+    assert obj["status"]["phase"] == "Scheduled"
+    assert (obj["status"].get("boundNode"), obj["status"]["previousNode"]) == (None, "n1")
+
+
+def test_placed_status_never_keeps_an_unplaced_node_ip_bound() -> None:
+    """Bound on no node (an empty boundNode) is no binding: an orphan is Pending."""
+    obj = claim("", phase="Bound", boundNode="")
+    placed_status()(obj)
+    assert obj["status"]["phase"] == "Pending"
+    assert recent(condition(obj, "Scheduled"))["reason"] == "Orphan"
+
+
+def test_bound_here_needs_the_phase_bound_and_holds_without_any_condition() -> None:
+    """A Failed claim whose boundNode is this node is not bound here: mark_bound must still
+    write Bound; a Bound claim that never had a Conflict condition is."""
+    assert not is_bound_here(IpClaim.from_dict(claim("n1", phase="Failed", boundNode="n1")), "n1")
+    assert is_bound_here(IpClaim.from_dict(claim("n1", phase="Bound", boundNode="n1")), "n1")
+
+
+def with_conflict(status: str, reason: str, message: str) -> IpClaim:
+    obj = claim("n1")
+    obj["status"] = {
+        "conditions": [
+            {
+                "type": "Conflict",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": WHEN,
+            }
+        ]
+    }
+    return IpClaim.from_dict(obj)
+
+
+def test_has_conflict_needs_a_true_conflict_with_the_same_reason_and_message() -> None:
+    """mark_conflict is skipped only when exactly what it writes is there: no condition, a
+    resolved one, or another reason all need the write."""
+    assert not has_conflict(IpClaim.from_dict(claim("n1")), "AddressInUse", "x answers")
+    assert not has_conflict(
+        with_conflict("False", "AddressInUse", "x answers"), "AddressInUse", "x answers"
+    )
+    assert not has_conflict(
+        with_conflict("True", "AdminAddress", "x answers"), "AddressInUse", "x answers"
+    )
+    assert not has_conflict(
+        with_conflict("True", "AddressInUse", "y answers"), "AddressInUse", "x answers"
+    )
+    assert has_conflict(
+        with_conflict("True", "AddressInUse", "x answers"), "AddressInUse", "x answers"
+    )

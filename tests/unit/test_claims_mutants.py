@@ -10,9 +10,12 @@ from eipctl.core.claims import (
     bound_node_of,
     manual_claim,
     node_ip_claim,
+    node_of,
+    per_node_claim,
     phase_of,
     pool_of,
     put_node,
+    spec_of,
 )
 from eipctl.core.fields import Obj
 
@@ -48,3 +51,19 @@ def test_put_node_on_a_bare_object() -> None:
     bare: Obj = {}
     put_node(bare, "n1")
     assert bare == {"spec": {"nodeName": "n1"}, "metadata": {"labels": {"eipctl.io/node": "n1"}}}
+
+
+def test_a_claim_without_a_spec_reads_as_an_empty_one() -> None:
+    """A cached object with no spec (or a null one) reads as unplaced, it does not raise."""
+    assert spec_of({}) == {} and spec_of({"spec": None}) == {}
+    assert node_of({}) == "" and node_of({"spec": None}) == ""
+
+
+def test_a_per_node_copy_of_an_unpooled_unstored_claim_has_no_pool_and_no_owner() -> None:
+    """No ``eipctl.io/pool: null`` label (a label is a string) and no owner reference with a
+    null uid (a reference needs one): the copy is collected with its base only given a uid."""
+    base = manual_claim(A, pool=None, prefix_length=32, services=[])
+    copy = per_node_claim(base, "n1")
+    assert copy is not None
+    assert copy["metadata"]["labels"] == {"eipctl.io/node": "n1", "eipctl.io/origin": "all-nodes"}
+    assert "ownerReferences" not in copy["metadata"]

@@ -4,15 +4,19 @@ wrong, exactly (docs/testing.md, "Mutation")."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from eipctl.core.conditions import Condition, conditions_from_list
+from eipctl.core.conditions import Condition, conditions_from_list, put_condition
 from eipctl.core.fields import ResourceError
 from eipctl.core.selectors import LabelSelector, Requirement, matches
 
 WHEN = "2026-01-01T00:00:00Z"
+T = datetime(2026, 1, 2, tzinfo=UTC)
 
 ERRORS: list[tuple[str, Callable[[], Any], str]] = [
     ("no status", lambda: Condition.from_dict({"type": "Ready"}), "condition.status: required"),
@@ -115,3 +119,27 @@ def test_an_optional_selector_field_is_applied_to_the_labels_given() -> None:
     assert matches(selector, {"team": "x"})
     assert not matches(selector, {"team": "y"})
     assert matches(None, {})
+
+
+@given(
+    status=st.sampled_from(["True", "False", "Unknown"]),
+    reason=st.sampled_from(["", "Overlap", "NoLiveNode"]),
+    message=st.text(max_size=20),
+    generation=st.none() | st.integers(0, 10),
+)
+def test_a_condition_is_written_back_as_it_was_read(
+    status: str, reason: str, message: str, generation: int | None
+) -> None:
+    """`put_condition` rewrites every readable condition from its parse: another process's
+    condition without a reason or message must come back without one, not with ``""``."""
+    d: dict[str, Any] = {"type": "Other", "status": status, "lastTransitionTime": WHEN}
+    if reason:
+        d["reason"] = reason
+    if message:
+        d["message"] = message
+    if generation is not None:
+        d["observedGeneration"] = generation
+    assert Condition.from_dict(d).to_dict() == d
+    status_dict: dict[str, Any] = {"conditions": [dict(d)]}
+    put_condition(status_dict, Condition(type="Mine", status="True", last_transition_time=T))
+    assert status_dict["conditions"][0] == d

@@ -4,12 +4,22 @@ grace) parsed and refused exactly. Pinned where mutation testing found them loos
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from eipctl.core.conditions import Condition
 from eipctl.core.fields import ResourceError
-from eipctl.core.ipnode import IpNode, IpNodeSpec, IpNodeStatus
+from eipctl.core.ipnode import (
+    REASON_NO_REPLY,
+    REASON_REPLYING,
+    IpNode,
+    IpNodeSpec,
+    IpNodeStatus,
+    live_condition,
+    mark_live,
+)
 from eipctl.core.naming import API_VERSION
 
 
@@ -92,3 +102,22 @@ def test_the_liveness_endpoint_needs_both_address_and_port() -> None:
     assert IpNodeSpec.from_dict({"livenessAddress": "192.0.2.9"}).liveness_endpoint is None
     assert IpNodeSpec.from_dict({"livenessPort": 9473}).liveness_endpoint is None
     assert IpNodeSpec.from_dict({}).liveness_endpoint is None
+
+
+def test_the_live_condition_takes_the_time_given_or_else_the_current_one() -> None:
+    """The scheduler writes it without a time: that must stamp now, not fail; a given time
+    is the one written (as the tests of the transitions rely on)."""
+    given: dict[str, Any] = {}
+    mark_live(True, REASON_REPLYING, "replies", now=datetime(2026, 1, 1, tzinfo=UTC))(given)
+    assert live_condition(given) == Condition(
+        type="Live",
+        status="True",
+        reason=REASON_REPLYING,
+        message="replies",
+        last_transition_time=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    before = datetime.now(UTC).replace(microsecond=0)
+    stamped: dict[str, Any] = {}
+    mark_live(False, REASON_NO_REPLY, "silent")(stamped)
+    written = live_condition(stamped)
+    assert written is not None and written.last_transition_time >= before

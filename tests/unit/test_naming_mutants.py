@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eipctl.core.naming import (
     MAX_NAME_LENGTH,
     claim_name_for,
     ip_for_claim_name,
     is_dns1123_subdomain,
+    natural_key,
     node_claim_name_for,
     parse_ip,
     parse_node_claim_name,
@@ -56,3 +59,14 @@ def test_claim_names_parse_back_only_when_canonical() -> None:
     assert str(ip_for_claim_name("2001-db8--1")) == "2001:db8::1"
     with pytest.raises(ValueError):
         ip_for_claim_name("2001-db8-0-0-0-0-0-1")
+
+
+@given(st.lists(st.integers(min_value=0, max_value=10_000), unique=True, min_size=2))
+def test_natural_order_compares_digit_runs_as_numbers(numbers: list[int]) -> None:
+    names = [f"node-{n}" for n in numbers]
+    assert sorted(names, key=natural_key) == [f"node-{n}" for n in sorted(numbers)]
+
+
+def test_natural_order_of_names_that_start_or_end_with_digits() -> None:
+    names = ["b", "a10", "a2b", "a2", "10", "2x", "2", ""]
+    assert sorted(names, key=natural_key) == ["", "2", "2x", "10", "a2", "a2b", "a10", "b"]

@@ -41,3 +41,21 @@ def test_every_resource_writes_its_api_version_and_kind() -> None:
     assert out["apiVersion"] == API_VERSION
     assert out["kind"] == "IpNode"
     assert out["metadata"] == {"name": "n1", "resourceVersion": "3"}
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [{"name": "p"}, {"name": "p", "labels": None, "annotations": None}],
+    ids=["absent", "null"],
+)
+def test_a_resource_without_labels_or_annotations_has_empty_ones(metadata: Any) -> None:
+    """Callers read ``pool.labels.get(...)`` on any resource: none is an empty mapping."""
+    pool = IpClaimPool.from_dict({"metadata": metadata, "spec": {"cidr": "192.0.2.0/24"}})
+    assert pool.labels == {} and pool.annotations == {}
+    assert pool.labels.get("eipctl.io/pool") is None
+
+
+def test_a_resources_labels_and_annotations_are_read() -> None:
+    metadata = {"name": "p", "labels": {"team": "x"}, "annotations": {"note": "y"}}
+    pool = IpClaimPool.from_dict({"metadata": metadata, "spec": {"cidr": "192.0.2.0/24"}})
+    assert (pool.labels, pool.annotations) == ({"team": "x"}, {"note": "y"})

@@ -101,3 +101,22 @@ def test_claim_status_errors() -> None:
         with pytest.raises(ResourceError) as caught:
             IpClaimStatus.from_dict(status)
         assert str(caught.value) == message
+
+
+def test_a_pools_announce_mode_is_read() -> None:
+    """announce bgp must not read as the default l2: its addresses would go on the link,
+    not on the BGP link as host routes (`controller.pools`)."""
+    assert IpClaimPoolSpec.from_dict({**POOL, "announce": "bgp"}).announce == "bgp"
+    assert IpClaimPoolSpec.from_dict(POOL).announce == "l2"
+
+
+def test_a_minimal_pool_and_claim_are_written_back_as_read() -> None:
+    """No empty ``exclude``, ``services``, ``boundNode`` or ``previousNode`` is added: a
+    rewrite of an object changes only what changed."""
+    assert IpClaimPoolSpec.from_dict(POOL).to_dict() == {
+        **POOL,
+        "autoAssign": True,
+        "allowManual": False,
+    }
+    assert IpClaimSpec.from_dict(CLAIM).to_dict() == CLAIM
+    assert IpClaimStatus.from_dict({"phase": "Pending"}).to_dict() == {"phase": "Pending"}

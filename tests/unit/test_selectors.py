@@ -75,6 +75,21 @@ def test_round_trip() -> None:
 
 
 @pytest.mark.parametrize(
+    "d",
+    [
+        {},
+        {"matchLabels": {"zone": "a"}},
+        {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]},
+    ],
+    ids=["empty", "labels-only", "expressions-only"],
+)
+def test_a_partial_selector_is_written_back_without_the_absent_part(d: dict[str, object]) -> None:
+    """No ``matchLabels: {}`` is added to a selector that had none (a rewrite of the pool or
+    peer that holds it changes only what changed)."""
+    assert LabelSelector.from_dict(d).to_dict() == d
+
+
+@pytest.mark.parametrize(
     ("d", "field"),
     [
         ({"matchLabels": {"zone": 1}}, "nodeSelector.matchLabels.zone"),

@@ -219,6 +219,11 @@ def test_password_errors_never_quote_it(bad: str) -> None:
     assert bad not in str(caught.value)
 
 
+def test_an_inline_password_is_a_password() -> None:
+    """`has_password` is true for either way of giving one, not only the Secret."""
+    assert BgpPeer.from_dict(doc_with(password=SECRET)).spec.has_password
+
+
 # --- communities ---------------------------------------------------------------------------
 
 
@@ -259,6 +264,14 @@ def test_is_community(text: str, ok: bool) -> None:
 )
 def test_is_large_community(text: str, ok: bool) -> None:
     assert is_large_community(text) is ok
+
+
+def test_a_number_of_thousands_of_digits_is_no_community_and_no_error() -> None:
+    """The length check comes before int(): Python refuses to convert more than 4300
+    digits (ValueError), so without it such a community raised instead of being refused."""
+    huge = "1" * 5000
+    assert not is_community(f"{huge}:1")
+    assert not is_large_community(f"1:{huge}:1")
 
 
 # --- round trips ---------------------------------------------------------------------------

@@ -111,6 +111,8 @@ def test_link_and_router_id_come_from_the_node() -> None:
     [
         {"node": ""},
         {"node": "a\nrouter bgp 1"},
+        {"node": "node a"},  # a space, printable
+        {"node": "node\x00a"},  # unprintable, no space
         {"node": "n", "router_id": "2001:db8::1"},
         {"node": "n", "router_id": "10.0.0.300"},
         {"node": "n", "link": ""},

@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -75,3 +76,27 @@ def test_no_pair_key_with_itself_a_bad_name_or_a_low_order_point() -> None:
     with pytest.raises(ValueError):
         PeerIdentity("Node_A", b"a" * 32)
     assert "a" * 8 not in repr(a)
+
+
+class _CountingKey:
+    """Wraps a private key and counts its Diffie-Hellman exchanges."""
+
+    def __init__(self, key: X25519PrivateKey) -> None:
+        self.key, self.exchanges = key, 0
+
+    def exchange(self, peer: X25519PublicKey) -> bytes:
+        self.exchanges += 1
+        return self.key.exchange(peer)
+
+
+def test_each_peers_pair_key_is_computed_once_not_once_per_packet() -> None:
+    """The pair keys are cached for every peer, not only the last one: a node alternating
+    between its peers' packets must not pay an X25519 exchange for each."""
+    node = PeerIdentity("node-a", b"a" * 32)
+    counting = _CountingKey(node._private)
+    node._private = counting  # type: ignore[assignment]
+    peers = {f"node-{n}": PeerIdentity(f"node-{n}", bytes([n]) * 32).public_key for n in range(3)}
+    first = {name: node.pair_key(name, public) for name, public in peers.items()}
+    again = {name: node.pair_key(name, public) for name, public in peers.items()}
+    assert again == first
+    assert counting.exchanges == len(peers)
