@@ -108,6 +108,8 @@ AREAS: dict[str, Area] = {
             "src/eipctl/scheduler/claims.py",
             "src/eipctl/scheduler/digests.py",
             "src/eipctl/scheduler/local_traffic.py",
+            "src/eipctl/scheduler/pass_claims.py",
+            "src/eipctl/scheduler/claim_writes.py",
         ),
         tests=("tests/unit/scheduler/test_*.py",),
     ),
