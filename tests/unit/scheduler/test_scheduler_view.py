@@ -84,3 +84,23 @@ def test_cluster_for_applies_selectors() -> None:
     assert cluster.admits("rack-a") == {"n1"}
     assert cluster.admits("any") == {"n1", "n2"}
     assert cluster.admits(None) == {"n1", "n2"}
+
+
+def test_a_pool_without_a_node_selector_admits_every_node() -> None:
+    view = pool_view(pool("p", cidr="192.0.2.0/24"))
+    assert view.node_selector is None
+    assert view.admits_node({}) and view.admits_node({"rack": "b"})
+
+
+def test_a_pool_object_without_metadata_or_spec_is_read_not_refused() -> None:
+    """Malformed objects are read as far as they go (no name: "", no spec: no addresses),
+    never raising out of the pass that builds the views."""
+    for obj in (
+        {"spec": {"cidr": "192.0.2.0/24"}},
+        {"metadata": {}, "spec": {"cidr": "192.0.2.0/24"}},
+    ):
+        view = pool_view(obj)
+        assert view.name == "" and view.pool is not None
+    bare = pool_view({"metadata": {"name": "p"}})
+    assert (bare.name, bare.pool, bare.node_selector, bare.placement) == ("p", None, None, None)
+    assert list(PoolViews().build([{"metadata": {"name": "p", "resourceVersion": "1"}}])) == ["p"]
