@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from eipctl.scheduler.view import PoolViews, cluster_for, pool_view
+from eipctl.scheduler.view import PoolViews, cluster_for, exclusions, pool_view
 
 
 def pool(name: str, **spec: Any) -> dict[str, Any]:
@@ -104,3 +104,25 @@ def test_a_pool_object_without_metadata_or_spec_is_read_not_refused() -> None:
     bare = pool_view({"metadata": {"name": "p"}})
     assert (bare.name, bare.pool, bare.node_selector, bare.placement) == ("p", None, None, None)
     assert list(PoolViews().build([{"metadata": {"name": "p", "resourceVersion": "1"}}])) == ["p"]
+
+
+def test_a_pool_with_a_broken_node_selector_admits_no_node_in_the_cluster() -> None:
+    """Not every node: a typo in a selector must not spread the pool's claims everywhere."""
+    views = PoolViews().build(
+        [pool("broken", cidr="192.0.2.0/24", nodeSelector={"matchExpressions": "x"})]
+    )
+    cluster = cluster_for([node("n1"), node("n2")], views, frozenset({"n1", "n2"}))
+    assert cluster.admits("broken") == frozenset()
+    assert cluster.admits(None) == {"n1", "n2"}
+
+
+def test_an_ipnode_without_labels_or_name_is_read_not_refused() -> None:
+    """Read as ``name_of`` reads it everywhere else ("" for no name), with no labels: a
+    selector does not admit it, and nothing excludes it."""
+    views = PoolViews().build(
+        [pool("rack-a", cidr="192.0.2.0/24", nodeSelector={"matchLabels": {"rack": "a"}})]
+    )
+    cluster = cluster_for([{"metadata": {"name": "n1"}}, {"metadata": {}}], views, frozenset())
+    assert cluster.known == {"n1", ""}
+    assert cluster.admits("rack-a") == frozenset()
+    assert exclusions([{"metadata": {"name": "n1"}}, {}], [], cordoned_excludes=True) == {}
