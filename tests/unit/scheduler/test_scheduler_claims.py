@@ -146,3 +146,30 @@ def test_no_per_node_claim_for_a_node_whose_name_leaves_no_room_for_one() -> Non
     snapshot = Cluster(known=frozenset({"n1", long_node}), live=frozenset({"n1", long_node}))
     changes = per_node_changes([claim()], {}, snapshot)
     assert [name_of(b) for b in changes.create] == ["198-51-100-7.n1"]
+
+
+def test_a_claim_whose_node_can_have_no_copy_is_marked_without_waiting_for_one() -> None:
+    """`copy_missing` holds the mark back until the copy that will hold the IP is cached;
+    on a node whose name leaves no room for a per-node claim name no copy will ever come,
+    so the mark is not held back for it (forever)."""
+    from eipctl.core.placement import Cluster, Decision, Reason
+    from eipctl.scheduler.per_node import copy_missing
+
+    long_node = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
+    snapshot = Cluster(known=frozenset({"n1", long_node}), live=frozenset({"n1", long_node}))
+    on_long = Decision("198-51-100-7", long_node, "", Reason.ALL_NODES, all_nodes=True)
+    assert not copy_missing(on_long, claim(long_node), {}, snapshot)
+    on_n1 = Decision("198-51-100-7", "n1", "", Reason.ALL_NODES, all_nodes=True)
+    assert copy_missing(on_n1, claim("n1"), {}, snapshot)
+    copy_n1 = {"198-51-100-7.n1": claim("n1")}
+    assert not copy_missing(on_n1, claim("n1"), copy_n1, snapshot)
+
+
+def test_a_claim_on_a_dead_node_is_marked_without_waiting_for_a_copy() -> None:
+    """The dead node holds nothing: marking it takes nothing off a live link."""
+    from eipctl.core.placement import Cluster, Decision, Reason
+    from eipctl.scheduler.per_node import copy_missing
+
+    snapshot = Cluster(known=frozenset({"n1", "n2"}), live=frozenset({"n1"}))
+    on_dead = Decision("198-51-100-7", "n2", "", Reason.ALL_NODES, all_nodes=True)
+    assert not copy_missing(on_dead, claim("n2"), {}, snapshot)
