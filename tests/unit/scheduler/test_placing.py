@@ -293,6 +293,8 @@ async def test_a_failover_in_flight_takes_no_room_from_planned_moves() -> None:
     await turns()
     assert len(writer.begun("spec")) == 1 + PLANNED_IN_FLIGHT
     assert PLANNED_STALE not in cluster.kicks
+    writer.gates["spec"].set()
+    await settle(placer)
 
 
 async def test_a_planned_move_written_and_not_yet_reported_counts_once_against_the_limit() -> None:
