@@ -54,3 +54,12 @@ def test_a_claim_without_a_version_is_read_every_time() -> None:
     loose["spec"]["nodeName"] = "n1"  # changed in place, as no API object is
     (facts,) = memo.of_all([loose])
     assert memo.read == 1 and facts.view.node == "n1"
+
+
+def test_a_claim_without_metadata_is_read_as_nameless_and_not_kept() -> None:
+    """A claim not from the API may lack metadata: the pass still reads it (every time)."""
+    memo = ClaimFactsMemo()
+    bare: Obj = {"spec": {"ip": "192.0.2.7", "nodeName": "n1"}}
+    for _ in range(2):
+        (facts,) = memo.of_all([bare])
+        assert memo.read == 1 and (facts.name, facts.view.node) == ("", "n1")

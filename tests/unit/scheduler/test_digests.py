@@ -3,13 +3,16 @@ informer's changes, always equal to the digest of the claims labelled for each n
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from eipctl.core.liveness_wire import placement_digest
 from eipctl.core.naming import LABEL_NODE
+from eipctl.scheduler import digests as digests_module
 from eipctl.scheduler.digests import NodeDigests
 
 NAMES = [f"10-0-0-{n}" for n in range(6)]
@@ -118,3 +121,49 @@ def test_unplacing_a_claim_takes_it_out_of_its_nodes_digest() -> None:
     assert digests.digest("node-a") == placement_digest(["10-0-0-1", "10-0-0-2"])
     digests.observe(placed, claim("10-0-0-1", None))
     assert digests.digest("node-a") == placement_digest(["10-0-0-2"])
+
+
+def test_a_change_naming_a_node_the_digests_hold_no_claims_for_changes_nothing() -> None:
+    """The informer hands a deletion its final object (the watch event's, not the cached
+    one): a delete or update whose old labels name a node with no claim here must not raise
+    (the handler would skip the rest of the scheduler's claim handling)."""
+    digests = NodeDigests()
+    kept = claim("10-0-0-2", "node-b")
+    digests.observe(None, kept)
+    digests.observe(claim("10-0-0-1", "node-a"), None)  # never seen labelled node-a
+    digests.observe(claim("10-0-0-1", "node-c"), claim("10-0-0-1", "node-b"))
+    assert digests.digest("node-a") == EMPTY
+    assert digests.digest("node-c") == EMPTY
+    assert digests.digest("node-b") == placement_digest(["10-0-0-1", "10-0-0-2"])
+
+
+def test_an_object_without_metadata_is_no_claim_of_any_node() -> None:
+    digests = NodeDigests()
+    digests.observe(None, claim("10-0-0-1", "node-a"))
+    digests.observe(None, {})
+    digests.observe({}, None)
+    assert digests.digest("node-a") == placement_digest(["10-0-0-1"])
+
+
+def test_a_digest_is_computed_again_only_after_its_nodes_claims_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The module's promise: a probe round is a dictionary look-up per node, not a hash of
+    every node's claims (the leader probes every node several times a second)."""
+    hashed: list[list[str]] = []
+
+    def counting(names: Iterable[str]) -> bytes:
+        hashed.append(sorted(names))
+        return placement_digest(names)
+
+    monkeypatch.setattr(digests_module, "placement_digest", counting)
+    digests = NodeDigests()
+    digests.observe(None, claim("10-0-0-1", "node-a"))
+    first = digests.digest("node-a")
+    assert digests.digest("node-a") == first
+    assert digests.digest("node-b") == digests.digest("node-b") == EMPTY
+    assert hashed == [["10-0-0-1"], []]
+    digests.observe(None, claim("10-0-0-2", "node-a"))
+    assert digests.digest("node-a") == digests.digest("node-a") != first
+    assert digests.digest("node-b") == EMPTY
+    assert hashed == [["10-0-0-1"], [], ["10-0-0-1", "10-0-0-2"]]

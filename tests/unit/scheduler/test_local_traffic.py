@@ -94,3 +94,43 @@ def test_a_services_policy_is_read_again_only_when_its_version_changes() -> None
     del web["metadata"]  # no version (not from the API): read every time
     web["spec"]["externalTrafficPolicy"] = "Cluster"
     assert traffic.of(claim("203.0.113.1", "web")) is None
+
+
+def test_the_policies_of_many_services_are_remembered_together() -> None:
+    """A pass asks for every claim's Services: each Service's policy is read once per
+    version, not again because another Service was read in between."""
+    services = Services(web="Cluster", api="Local")
+    for n, key in enumerate(["default/web", "default/api"]):
+        services._by_key[key]["metadata"] = {"resourceVersion": str(n + 1)}
+    traffic = LocalTraffic(services, SLICES)
+    assert traffic.of(claim("203.0.113.1", "web")) is None
+    assert traffic.of(claim("203.0.113.1", "api")) == EndpointNodes(frozenset({"node-2", "node-3"}))
+    services._by_key["default/web"]["spec"]["externalTrafficPolicy"] = "Local"  # same version
+    assert traffic.of(claim("203.0.113.1", "web")) is None  # remembered, not read again
+
+
+def service_slice(service: str) -> Obj:
+    return {
+        "metadata": {
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": service},
+        },
+        **endpoint_slice("IPv4", "node-1"),
+    }
+
+
+def test_a_slice_added_or_deleted_for_a_local_service_is_relevant() -> None:
+    """The informer's add has no old object and its delete no new one."""
+    traffic = LocalTraffic(Services(web="Local", api="Cluster"), SLICES)
+    assert traffic.relevant(None, service_slice("web"))
+    assert traffic.relevant(service_slice("web"), None)
+    assert not traffic.relevant(None, service_slice("api"))
+    assert not traffic.relevant(service_slice("api"), None)
+
+
+def test_a_slice_of_a_service_not_known_yet_is_relevant() -> None:
+    """The slice may come before its Service: it might be Local, so a pass looks."""
+    traffic = LocalTraffic(Services(api="Cluster"), SLICES)
+    assert traffic.relevant(None, service_slice("web"))
+    assert traffic.relevant(service_slice("api"), service_slice("web"))
+    assert not traffic.relevant(service_slice("api"), service_slice("api"))
