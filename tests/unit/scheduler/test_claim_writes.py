@@ -104,3 +104,31 @@ def test_a_claim_deleted_since_our_write_is_forgotten() -> None:
     writes.remember(claim("c", 7))
     assert writes.claim_objects() == []
     assert not writes.is_echo(claim("c", 7))
+
+
+def unversioned(name: str, node: str = "") -> Obj:
+    """A claim without a resourceVersion: not from the API (a test's, a hand-made copy)."""
+    return {"metadata": {"name": name}, "spec": {"nodeName": node}}
+
+
+def test_a_claim_without_a_version_is_never_our_own_echo() -> None:
+    """Versions say which copy is newer; without one there is nothing to compare, and a
+    pass must look at the claim rather than take it for what our write stored."""
+    writes = ClaimWrites(Claims(), lambda _: None)
+    writes.remember(unversioned("c", "node-2"))
+    assert writes.is_echo(unversioned("c", "node-2")) is False
+    writes.remember(claim("c", 7, "node-2"))
+    assert writes.is_echo(claim("c", 7, "node-2")) is True
+
+
+def test_without_a_version_on_either_side_the_cached_copy_wins_and_ours_is_forgotten() -> None:
+    """Ours is laid over the cache only while both versions say it is newer."""
+    for cached, ours in (
+        (unversioned("c", "node-1"), claim("c", 9, "node-2")),
+        (claim("c", 3, "node-1"), unversioned("c", "node-2")),
+    ):
+        writes = ClaimWrites(Claims(cached), lambda _: None)
+        writes.remember(ours)
+        assert writes.claim_objects() == [cached]
+        writes.claims = Claims(claim("c", 1, "node-1"))  # an older copy: ours is gone anyway
+        assert writes.claim_objects() == [claim("c", 1, "node-1")]
