@@ -329,16 +329,26 @@ async def test_a_probe_that_waited_in_the_queue_is_as_old_as_it_is(
     arrivals: list[float] = []
     responder = await node(on_probe=lambda flags, ext, arrived: arrivals.append(arrived))
     loop = asyncio.get_running_loop()
-    sent_at = loop.time()
-    sender.sendto(probe(1), ("127.0.0.1", responder.port))
-    time.sleep(STUCK)  # the loop is stuck: the probe waits in the socket's queue
-    read_from = loop.time()
-    await eventually(lambda: bool(arrivals), "the probe read")
     # the conversion of a stamp to the loop's clock is exact in test_liveness_sockets.py (a
     # virtual clock); here, that the stamp is the kernel's: the arrival is the send, not the
     # read, STUCK later. Real clocks, so no exact instant: nearer the send than the read
-    # leaves STUCK / 2 for what may lie between (a deferred softirq, a preemption between two
-    # clock reads; 0.13 to 0.18 ms after the send in 3 runs on the shared 2-core machine);
-    # never before the send (10 ms for the wall and monotonic clocks' drift)
-    assert sent_at - 0.01 <= arrivals[0] < (sent_at + read_from) / 2
-    assert responder.last_probe_at == arrivals[0]
+    # leaves STUCK / 2 for what may lie between (0.13 to 0.18 ms after the send in 3 runs on
+    # the shared 2-core machine); never before the send (10 ms for the wall and monotonic
+    # clocks' drift). The kernel itself may stamp late (a receive deferred until this process
+    # runs again was seen twice in session 17: the stamp then equals the read): up to three
+    # tries, one stamp near its send proves it. A stamp taken at the read never is, so the
+    # test still fails if the kernel's stamp is not what is used.
+    seen = []
+    for seq in (1, 2, 3):
+        sent_at = loop.time()
+        sender.sendto(probe(seq), ("127.0.0.1", responder.port))
+        time.sleep(STUCK)  # the loop is stuck: the probe waits in the socket's queue
+        read_from = loop.time()
+        await eventually(lambda n=seq: len(arrivals) == n, "the probe read")
+        arrived = arrivals[-1]
+        assert sent_at - 0.01 <= arrived
+        assert responder.last_probe_at == arrived
+        seen.append((round(arrived - sent_at, 4), round(read_from - sent_at, 4)))
+        if arrived < (sent_at + read_from) / 2:
+            return
+    raise AssertionError(f"every stamp was the read's, not the send's: {seen}")
