@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 import yaml
 
-from kubemu import ApiServer, cel_rules, schema
+from kubemu import ApiServer, cel_eval, cel_rules, schema
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -262,7 +262,7 @@ def test_deploy_crd_rules_compile_and_hold_for_the_examples() -> None:
 
 def test_without_cel_python_only_immutability_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     """cel-python is a test extra: a plain install keeps `self == oldSelf` and skips the rest."""
-    monkeypatch.setattr(cel_rules, "_evaluator", cel_rules._ImmutableOnly)
+    monkeypatch.setattr(cel_rules, "_evaluator", cel_eval.ImmutableOnly)
     s = spec_schema(
         ip=rules(
             {"rule": "isIP(self) && self.size() > 0", "message": "not checked"},
