@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from .cel_eval import ABSENT, Obj, RuleError, is_immutability, typed
@@ -77,57 +78,48 @@ _CACHE_SIZE = 8192
 
 
 def has_rules(schema: Any) -> bool:
-    """Whether any node of the schema carries x-kubernetes-validations (memoized: schemas
-    live as long as their CRD and are never mutated)."""
-    if not isinstance(schema, dict):
-        return False
-    memo = _HAS_RULES.get(id(schema))
-    if memo is not None and memo[0] is schema:
-        return memo[1]
-    found = bool(schema.get("x-kubernetes-validations")) or any(
-        has_rules(c)
-        for c in [
-            *(schema.get("properties") or {}).values(),
-            schema.get("items"),
-            schema.get("additionalProperties"),
-        ]
-    )
-    if len(_HAS_RULES) > 20_000:
-        _HAS_RULES.clear()
-    _HAS_RULES[id(schema)] = (schema, found)
-    return found
-
-
-_HAS_RULES: dict[int, tuple[Obj, bool]] = {}
+    """Whether any node of the schema carries x-kubernetes-validations."""
+    return _anywhere(_HAS_RULES, schema, lambda node: bool(node.get("x-kubernetes-validations")))
 
 
 def has_live_transition_rules(schema: Any) -> bool:
     """Whether a node of the schema has a transition rule other than ``self == oldSelf``:
-    the only rules an unchanged value still has to pass (memoized as has_rules)."""
-    if not isinstance(schema, dict):
-        return False
-    memo = _LIVE_TRANSITIONS.get(id(schema))
-    if memo is not None and memo[0] is schema:
-        return memo[1]
+    the only rules an unchanged value still has to pass."""
+    return _anywhere(_LIVE_TRANSITIONS, schema, _has_live_transition)
+
+
+def _has_live_transition(node: Obj) -> bool:
     texts = [
         str(r.get("rule"))
-        for r in schema.get("x-kubernetes-validations") or ()
+        for r in node.get("x-kubernetes-validations") or ()
         if isinstance(r, dict) and r.get("rule")
     ]
-    found = any(_OLD_SELF.search(t) and not is_immutability(t) for t in texts) or any(
-        has_live_transition_rules(c)
+    return any(_OLD_SELF.search(t) and not is_immutability(t) for t in texts)
+
+
+def _anywhere(memo: dict[int, tuple[Obj, bool]], schema: Any, here: Callable[[Obj], bool]) -> bool:
+    """Whether ``here`` holds at any node of the schema (memoized per schema node: schemas
+    live as long as their CRD and are never mutated)."""
+    if not isinstance(schema, dict):
+        return False
+    seen = memo.get(id(schema))
+    if seen is not None and seen[0] is schema:
+        return seen[1]
+    found = here(schema) or any(
+        _anywhere(memo, c, here)
         for c in [
             *(schema.get("properties") or {}).values(),
             schema.get("items"),
             schema.get("additionalProperties"),
         ]
     )
-    if len(_LIVE_TRANSITIONS) > 20_000:
-        _LIVE_TRANSITIONS.clear()
-    _LIVE_TRANSITIONS[id(schema)] = (schema, found)
+    if len(memo) > 20_000:
+        memo.clear()
+    memo[id(schema)] = (schema, found)
     return found
 
 
+_HAS_RULES: dict[int, tuple[Obj, bool]] = {}
 _LIVE_TRANSITIONS: dict[int, tuple[Obj, bool]] = {}
 
 
