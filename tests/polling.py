@@ -42,3 +42,32 @@ async def within(timeout: float, what: str) -> AsyncIterator[None]:
             yield
     except TimeoutError:
         raise AssertionError(f"not within {timeout}s: {what}") from None
+
+
+class LoopTurns:
+    """``async with LoopTurns() as turns: ...``: how many turns of the loop a task beside the
+    block got while it ran (``turns.during``); a block that never gives the loop back lets
+    it run none."""
+
+    def __init__(self) -> None:
+        self.during = 0
+        self._ticks = 0
+        self._running = True
+        self._task: asyncio.Task[None] | None = None
+
+    async def _beside(self) -> None:
+        while self._running:
+            await asyncio.sleep(0)
+            self._ticks += 1
+
+    async def __aenter__(self) -> LoopTurns:
+        self._task = asyncio.create_task(self._beside())
+        await asyncio.sleep(0)  # started, and waiting for its first turn
+        self._ticks = 0
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.during = self._ticks
+        self._running = False
+        if self._task is not None:
+            await self._task

@@ -288,13 +288,19 @@ def test_the_first_pending_shared_ip_that_fits_is_waited_for() -> None:
     assert plan.deferred == "waiting for 192.0.2.3 (key 'k') being reserved for default/x"
 
 
-def test_only_the_later_service_gives_up_a_shared_ip_when_ports_start_to_clash() -> None:
+def clashing_sharers() -> tuple[AllocationBook, ServiceInfo, ServiceInfo]:
+    """default/old and the later default/new share 192.0.2.1 under key k, both on TCP/80."""
     book = book_with(pool("p", "192.0.2.0/29"))
     old = svc("old", annotations=KEY, ports=tcp(80), created="2026-01-01T00:00:00Z")
     new = svc("new", annotations=KEY, ports=tcp(80), created="2026-01-02T00:00:00Z")
     book.service_seen(old)
     book.service_seen(new)
     held(book, "192.0.2.1", "p", "default/old", "default/new", sharing_key="k")
+    return book, old, new
+
+
+def test_only_the_later_service_gives_up_a_shared_ip_when_ports_start_to_clash() -> None:
+    book, old, new = clashing_sharers()
     plan_old = book.plan("default/old", old)
     assert (plan_old.keep, plan_old.problems) == ((ip("192.0.2.1"),), ())
     plan_new = book.plan("default/new", new)
@@ -428,12 +434,7 @@ def test_a_later_service_gives_up_a_shared_literal_whose_ports_now_clash_and_wai
 
 def test_a_service_giving_up_a_shared_ip_does_not_also_refuse_to_share_it() -> None:
     """The IP it gives up is no candidate to join: one PortClash, no SharingRefused."""
-    book = book_with(pool("p", "192.0.2.0/29"))
-    old = svc("old", annotations=KEY, ports=tcp(80), created="2026-01-01T00:00:00Z")
-    new = svc("new", annotations=KEY, ports=tcp(80), created="2026-01-02T00:00:00Z")
-    book.service_seen(old)
-    book.service_seen(new)
-    held(book, "192.0.2.1", "p", "default/old", "default/new", sharing_key="k")
+    book, _, new = clashing_sharers()
     plan = book.plan("default/new", new)
     assert plan.problems == (
         Problem("PortClash", "gives up 192.0.2.1: TCP/80 used by both default/new and default/old"),

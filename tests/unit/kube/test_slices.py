@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from eipctl.kube.slices import Timeslice, in_slices
+from polling import LoopTurns
 
 
 class Work:
@@ -29,27 +30,13 @@ class Work:
 async def _walk(items: range, work: float, slice_seconds: float) -> tuple[list[int], int]:
     """Walk ``items`` spending ``work`` seconds on each (on the fake clock); returns the
     items seen and how often a task beside the walk got the loop meanwhile."""
-    ticks = 0
-    walking = True
     clock = Work(work)
-
-    async def beside() -> None:
-        nonlocal ticks
-        while walking:
-            await asyncio.sleep(0)
-            ticks += 1
-
-    other = asyncio.create_task(beside())
-    await asyncio.sleep(0)
-    ticks = 0
     seen = []
-    async for item in in_slices(items, slice_seconds, clock=clock):
-        clock.item()
-        seen.append(item)
-    during = ticks
-    walking = False
-    await other
-    return seen, during
+    async with LoopTurns() as turns:
+        async for item in in_slices(items, slice_seconds, clock=clock):
+            clock.item()
+            seen.append(item)
+    return seen, turns.during
 
 
 async def test_a_long_walk_gives_the_loop_back_once_per_slice_and_misses_nothing() -> None:

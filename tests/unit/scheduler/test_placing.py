@@ -18,6 +18,7 @@ from eipctl.core.placement import Decision, Reason
 from eipctl.metrics import REGISTRY
 from eipctl.scheduler.claim_messages import claim_event
 from eipctl.scheduler.placing import PLANNED_IN_FLIGHT, PLANNED_STALE, Placer
+from polling import LoopTurns
 
 
 class Told:
@@ -142,24 +143,11 @@ async def placements(clock: Ticking | None, count: int) -> tuple[dict[str, str],
     placer.claims = placer.writes.claims = Stub(claims)
     if clock is not None:
         placer.clock = clock
-    turns, passing = 0, True
-
-    async def beside() -> None:
-        nonlocal turns
-        while passing:
-            await asyncio.sleep(0)
-            turns += 1
-
-    other = asyncio.create_task(beside())
-    await asyncio.sleep(0)
-    turns = 0
-    await placer.reconcile()
-    during = turns
-    passing = False
-    await other
+    async with LoopTurns() as turns:
+        await placer.reconcile()
     await settle(placer)
     where = {name: obj["spec"].get("nodeName", "") for name, obj in writer.store.items()}
-    return where, during, placer
+    return where, turns.during, placer
 
 
 async def test_a_long_pass_gives_the_loop_back_and_decides_as_one_that_does_not() -> None:
@@ -304,15 +292,20 @@ def bound(obj: Obj) -> Obj:
     return out
 
 
-async def test_planned_moves_wait_beyond_the_in_flight_limit_until_one_binds() -> None:
-    claims = [ip_claim(n, "n1") for n in range(1, 7)]
+async def planned_moves_begun(count: int = 6) -> tuple[Cluster, Gated, Placer, list[str]]:
+    """``count`` claims Bound on n1, n1 excluded, one pass: the moves it began."""
+    claims = [ip_claim(n, "n1") for n in range(1, count + 1)]
     writer = Gated(claims)
     cluster = Cluster(claims)
     cluster.exclude("n1")
     placer = cluster.placer(writer)
     await placer.reconcile()
     await settle(placer)
-    moved = [c for c in writer.begun("spec")]
+    return cluster, writer, placer, writer.begun("spec")
+
+
+async def test_planned_moves_wait_beyond_the_in_flight_limit_until_one_binds() -> None:
+    cluster, writer, placer, moved = await planned_moves_begun()
     assert len(moved) == PLANNED_IN_FLIGHT and cluster.kicks == [PLANNED_STALE]
     await placer.reconcile()  # written, not Bound yet: still no room
     await settle(placer)
@@ -610,14 +603,7 @@ async def test_the_no_live_node_events_name_the_node_left_if_any_and_the_service
 
 
 async def test_a_planned_move_whose_claim_is_deleted_or_moved_elsewhere_frees_its_room() -> None:
-    claims = [ip_claim(n, "n1") for n in range(1, 7)]
-    writer = Gated(claims)
-    cluster = Cluster(claims)
-    cluster.exclude("n1")
-    placer = cluster.placer(writer)
-    await placer.reconcile()
-    await settle(placer)
-    moved = writer.begun("spec")
+    cluster, writer, placer, moved = await planned_moves_begun()
     assert len(moved) == PLANNED_IN_FLIGHT
     placer.observe_claim(None, moved[0])  # deleted
     assert cluster.kicks[-1] == 0.0
@@ -635,14 +621,8 @@ async def test_a_planned_move_whose_claim_is_deleted_or_moved_elsewhere_frees_it
 
 
 async def test_a_planned_move_binding_asks_for_a_pass_only_if_one_held_moves_back() -> None:
-    claim = ip_claim(1, "n1")
-    writer = Gated([claim])
-    cluster = Cluster([claim])
-    cluster.exclude("n1")
-    placer = cluster.placer(writer)
-    await placer.reconcile()
-    await settle(placer)
-    placer.observe_claim(bound(writer.store[name_of(claim)]))
+    cluster, writer, placer, [moved] = await planned_moves_begun(1)
+    placer.observe_claim(bound(writer.store[moved]))
     assert cluster.kicks == []
 
 
