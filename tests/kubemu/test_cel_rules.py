@@ -182,6 +182,15 @@ def test_results_for_scalars_are_cached_per_rule() -> None:
     assert causes(t, {"spec": {"a": "x"}})[0]["message"].endswith("m2")
 
 
+def test_cached_results_keep_equal_values_of_other_types_apart() -> None:
+    """1, 1.0 and True are one key to a dict; not to the cache (an untyped node takes all)."""
+    s = spec_schema(v=rules({"rule": "type(self) == int", "message": "not an int"}))
+    assert causes(s, {"spec": {"v": 1}}) == []
+    assert [c["field"] for c in causes(s, {"spec": {"v": True}})] == ["spec.v"]
+    assert [c["field"] for c in causes(s, {"spec": {"v": 1.0}})] == ["spec.v"]
+    assert causes(s, {"spec": {"v": 1}}) == []
+
+
 def load(name: str) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load((CRDS / name).read_text())
     return doc
