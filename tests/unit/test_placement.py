@@ -288,6 +288,21 @@ def test_node_death_moves_exactly_its_claims_and_stays_even(
     assert max(counts.values()) - min(counts.values()) <= 1
 
 
+@given(scenarios(), policies, st.sampled_from(["", "n0", "n3"]))
+def test_a_plan_of_the_movers_over_the_others_load_decides_as_a_plan_of_all(
+    scenario: tuple[list[ClaimPlacement], Cluster], policy: Policy, cursor: str
+) -> None:
+    """What lets a node's death be planned without reading every claim (`base_load`)."""
+    claims, snapshot = scenario
+    whole = plan(claims, snapshot, policy, cursor=cursor)
+    moving = {d.claim for d in whole.decisions}
+    staying = Counter(c.node for c in claims if c.name not in moving and c.node)
+    part = plan(
+        [c for c in claims if c.name in moving], snapshot, policy, cursor=cursor, base_load=staying
+    )
+    assert part == whole
+
+
 @given(scenarios(), st.integers(1, 10))
 def test_rebalance_never_exceeds_budget_and_never_worsens(
     scenario: tuple[list[ClaimPlacement], Cluster], budget: int

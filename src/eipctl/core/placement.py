@@ -254,14 +254,18 @@ def plan(
     *,
     cursor: str = "",
     rebalance_moves: int = 0,
+    base_load: Mapping[str, int] | None = None,
 ) -> PlacementPlan:
     """Decide every claim that must move; see the module docstring for the rules.
 
     ``policy``: one policy for every claim, or `Policies` (per pool, with a default).
+    ``base_load``: the claims left out of ``claims``, counted by the node they stay on. A
+    plan of some claims over the others' load decides for those claims what a plan of all
+    would, when none of the others moves (a node's death: only its claims are planned).
     """
     policies = Policies.of_any(policy)
     ordered = sorted(claims, key=lambda c: c.name)
-    load: Counter[str] = Counter()
+    load: Counter[str] = Counter(base_load or {})
     movers: list[tuple[ClaimPlacement, Policy, Reason]] = []
     for claim in ordered:
         claim_policy = policies.of(claim.pool)

@@ -51,14 +51,22 @@ from eipctl.core.claims import (
 from eipctl.core.eligibility import Exclusion
 from eipctl.core.fields import Obj, name_of
 from eipctl.core.liveness import Liveness
-from eipctl.core.placement import Decision, Policies, Policy, Reason, plan
+from eipctl.core.placement import (
+    ClaimPlacement,
+    Cluster,
+    Decision,
+    Policies,
+    Policy,
+    Reason,
+    plan,
+)
 from eipctl.kube.client import IPCLAIMS
 from eipctl.kube.errors import NotFound
 from eipctl.kube.events import Tells
 from eipctl.kube.slices import Timeslice
 from eipctl.kube.workqueue import DONE, Result
 from eipctl.kube.writer import SerializedWriter
-from eipctl.scheduler.claim_facts import ClaimFactsMemo
+from eipctl.scheduler.claim_facts import ClaimFacts, ClaimFactsMemo
 from eipctl.scheduler.claim_messages import (
     claim_event,
     no_live_node_message,
@@ -213,37 +221,14 @@ class Placer:
         claims = await gather(self.writes, self._facts, budget)
         objs, facts, by_name = claims.objs, claims.facts, claims.by_name
         set_claim_phases(claims.phases)
-        ipnodes = self.nodes.objects()
-        self.excluded = exclusions(
-            ipnodes, self.kube_nodes.objects(), cordoned_excludes=self.exclude_cordoned
-        )
-        for why in Exclusion:
-            EXCLUDED_NODES.labels(why.value).set(sum(1 for e in self.excluded.values() if e is why))
-        pool_views = self._pool_views.build(self.pools.objects())
-        self.policies = policies = policies_for(pool_views, self.policy)
-        cluster = cluster_for(
-            ipnodes,
-            pool_views,
-            self.liveness.live(started),
-            self.excluded,
-            stale=self.liveness.api_stale(),
-            held_down=frozenset(
-                n for n, at in self.returned_at.items() if started - at < self.hold_down
-            ),
-        )
+        cluster = self._snapshot(started)
         views = []
         for obj, fact in zip(objs, facts, strict=True):
             await budget.spent()
-            view = fact.view
-            if self.local is not None:
-                local = self.local.of(obj, fact.services)
-                if local is not None:
-                    view = replace(view, local=local)
-            pending = self.writes.pending.get(view.name)
-            if pending is not None and not pending.no_live_node:
-                view = replace(view, node=pending.to_node, all_nodes=pending.all_nodes)
-            views.append(view)
-        result = plan(views, cluster, policies, cursor=self.cursor, rebalance_moves=rebalance_moves)
+            views.append(self._view(obj, fact))
+        result = plan(
+            views, cluster, self.policies, cursor=self.cursor, rebalance_moves=rebalance_moves
+        )
         self.cursor = result.cursor
         room = self._planned_room(started)
         held: list[str] = []
@@ -254,19 +239,7 @@ class Placer:
                     held.append(d.claim)
                     continue
                 room -= 1
-            if d.reason is Reason.NODE_DEAD and d.from_node:
-                # this pass found it dead before the liveness watcher said so
-                self.dead_since.setdefault(d.from_node, started)
-            if d.claim in self.writes.pending:
-                self.writes.defer(d.claim, d)  # decide again once its write is done
-            elif d.no_live_node and self._reported(d, by_name[d.claim]):
-                continue  # said already: no write, and no pass woken by one
-            elif copy_missing(d, by_name[d.claim], claims.per_node, cluster):
-                # marked once its node's copy is in the cache: that copy's arrival runs the
-                # pass that marks it (see the module docstring)
-                log.info("placement.all_nodes.waiting_for_copy", claim=d.claim, node=d.from_node)
-            else:
-                self.writes.start(d.claim, d, self._apply(d, by_name[d.claim]))
+            self._start(d, by_name[d.claim], claims.per_node, cluster, started)
         if held:
             self._held_back = True
             self.kick(PLANNED_STALE)  # safety net; a planned move binding kicks sooner
@@ -277,13 +250,65 @@ class Placer:
             name = fact.name
             if name not in decided and name not in self.writes.pending and not fact.consistent:
                 self.writes.start(name, None, self._repair(obj))
-        self.copies.sync(objs, [f.view for f in facts], claims.per_node, cluster, policies)
+        self.copies.sync(objs, [f.view for f in facts], claims.per_node, cluster, self.policies)
         self.pass_seconds = budget.done()
         self.pass_ended = self.clock()
         self.longest_hold = budget.longest
         PLACEMENT_PASS_SECONDS.observe(self.pass_ended - started)
         self.passes += 1
         return DONE
+
+    def _snapshot(self, started: float) -> Cluster:
+        """The nodes as a pass sees them (and each claim's policy, `policies`)."""
+        ipnodes = self.nodes.objects()
+        self.excluded = exclusions(
+            ipnodes, self.kube_nodes.objects(), cordoned_excludes=self.exclude_cordoned
+        )
+        for why in Exclusion:
+            EXCLUDED_NODES.labels(why.value).set(sum(1 for e in self.excluded.values() if e is why))
+        pool_views = self._pool_views.build(self.pools.objects())
+        self.policies = policies_for(pool_views, self.policy)
+        return cluster_for(
+            ipnodes,
+            pool_views,
+            self.liveness.live(started),
+            self.excluded,
+            stale=self.liveness.api_stale(),
+            held_down=frozenset(
+                n for n, at in self.returned_at.items() if started - at < self.hold_down
+            ),
+        )
+
+    def _view(self, obj: Obj, fact: ClaimFacts) -> ClaimPlacement:
+        """A claim as placement sees it: its Local Services' nodes, and where our write in
+        flight puts it."""
+        view = fact.view
+        if self.local is not None:
+            local = self.local.of(obj, fact.services)
+            if local is not None:
+                view = replace(view, local=local)
+        pending = self.writes.pending.get(view.name)
+        if pending is not None and not pending.no_live_node:
+            view = replace(view, node=pending.to_node, all_nodes=pending.all_nodes)
+        return view
+
+    def _start(
+        self, d: Decision, obj: Obj, per_node: dict[str, Obj], cluster: Cluster, started: float
+    ) -> None:
+        """Start the write of one decision (or say why none)."""
+        if d.reason is Reason.NODE_DEAD and d.from_node:
+            # this pass found it dead before the liveness watcher said so
+            self.dead_since.setdefault(d.from_node, started)
+        if d.claim in self.writes.pending:
+            self.writes.defer(d.claim, d)  # decide again once its write is done
+        elif d.no_live_node and self._reported(d, obj):
+            return  # said already: no write, and no pass woken by one
+        elif copy_missing(d, obj, per_node, cluster):
+            # marked once its node's copy is in the cache: that copy's arrival runs the
+            # pass that marks it (see the module docstring)
+            log.info("placement.all_nodes.waiting_for_copy", claim=d.claim, node=d.from_node)
+        else:
+            self.writes.start(d.claim, d, self._apply(d, obj))
 
     async def _apply(self, d: Decision, obj: Obj) -> None:
         if d.no_live_node:
