@@ -110,6 +110,8 @@ AREAS: dict[str, Area] = {
             "src/eipctl/scheduler/local_traffic.py",
             "src/eipctl/scheduler/pass_claims.py",
             "src/eipctl/scheduler/claim_writes.py",
+            "src/eipctl/scheduler/planned_moves.py",
+            "src/eipctl/scheduler/claims_by_node.py",
         ),
         tests=("tests/unit/scheduler/test_*.py",),
     ),

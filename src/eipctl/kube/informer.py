@@ -181,6 +181,10 @@ class Informer:
     def index_keys(self, index: str, value: str) -> list[str]:
         return sorted(self._index[index].get(value, ()))
 
+    def index_count(self, index: str, value: str) -> int:
+        """How many objects `by_index` would return, without listing them."""
+        return len(self._index[index].get(value, ()))
+
     # --- subscribing --------------------------------------------------------------------
     def add_handler(self, handler: EventHandler) -> None:
         """Subscribe; a late subscriber first gets an add for every cached object."""

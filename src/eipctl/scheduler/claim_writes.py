@@ -85,6 +85,21 @@ class ClaimWrites:
         """Use this copy of a claim until the cache has caught up with it."""
         self._written[name_of(stored)] = stored
 
+    def settled(self, cached: Callable[[str], Obj | None]) -> bool:
+        """No write in flight, and ``cached`` (the cache, by name) holds every copy our writes
+        stored: then the cache alone says where every claim is (`Placer.failover` counts
+        the nodes' claims by it)."""
+        if self.pending:
+            return False
+        for name, mine in self._written.items():
+            now = cached(name)
+            if now is None:
+                continue  # deleted since: counted nowhere, as it should be
+            now_rv, mine_rv = _rv_int(now), _rv_int(mine)
+            if now_rv is None or mine_rv is None or now_rv < mine_rv:
+                return False
+        return True
+
     def is_echo(self, obj: Obj) -> bool:
         """True if ``obj`` is what our own write stored (no new pass needed for it)."""
         mine = self._written.get(name_of(obj))

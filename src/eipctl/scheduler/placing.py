@@ -44,7 +44,6 @@ from eipctl.core.claim_status import (
 )
 from eipctl.core.claims import (
     is_all_nodes,
-    is_bound_on,
     node_of,
     reference,
 )
@@ -75,19 +74,19 @@ from eipctl.scheduler.claim_messages import (
 )
 from eipctl.scheduler.claim_writes import Cache, ClaimWrites
 from eipctl.scheduler.claims import place
+from eipctl.scheduler.claims_by_node import NODE_INDEX, ClaimsByNode
 from eipctl.scheduler.local_traffic import LocalTraffic
 from eipctl.scheduler.metrics import (
     EXCLUDED_NODES,
     FAILOVER_SECONDS,
     PLACEMENT_PASS_SECONDS,
     PLACEMENTS,
-    PLANNED_MOVE_SECONDS,
-    PLANNED_MOVES,
     set_claim_phases,
 )
 from eipctl.scheduler.pass_claims import gather
 from eipctl.scheduler.per_node import copy_missing
 from eipctl.scheduler.per_node_writes import PerNodeCopies
+from eipctl.scheduler.planned_moves import PlannedMoves
 from eipctl.scheduler.view import PoolViews, cluster_for, exclusions, policies_for
 
 log = structlog.get_logger(__name__)
@@ -98,17 +97,6 @@ class ServiceNotifier(Protocol):
 
     def placed(self, claim: Obj, d: Decision) -> tuple[str, ...]: ...
     def unplaceable(self, claim: Obj, d: Decision) -> tuple[str, ...]: ...
-
-
-PLANNED_IN_FLIGHT = 4
-"""Planned moves (maintenance) written and not yet Bound by their new node, at most; the rest
-wait for a later pass. The old node stops renewing an address whose claim moved, so it keeps
-it for what is left of its --address-lifetime (between 1 and 2 s with the defaults): the new
-node must bind within that. On the bed, 50 moves at once took up to 1.6 s to bind and some
-addresses expired first (gaps); 10 at once still up to 1.6 s; 4 at once at most 0.94 s
-(p50 0.4 s), with all 50 taken over by MAC."""
-PLANNED_STALE = 10.0
-"""Seconds after which a planned move that never bound stops counting against the limit."""
 
 
 class _NoNodes:
@@ -139,6 +127,7 @@ class Placer:
         returned_at: Mapping[str, float] | None = None,
         hold_down: float = 0.0,
         facts: ClaimFactsMemo | None = None,
+        by_node: ClaimsByNode | None = None,
     ) -> None:
         self.returned_at: Mapping[str, float] = returned_at if returned_at is not None else {}
         """node -> when it was live again after being declared dead (`NodeWatch`)."""
@@ -146,6 +135,8 @@ class Placer:
         """--node-hold-down: so long after its return a node takes claims only as a last
         resort."""
         self.claims = claims
+        self.by_node = by_node
+        """The claim cache's node index (`claims_by_node`): None, no `failover` of its own."""
         self.local = local
         """Where Local Services' endpoints are (None: every claim is placed as Cluster)."""
         self.kube_nodes: Cache = kube_nodes if kube_nodes is not None else _NoNodes()
@@ -153,10 +144,6 @@ class Placer:
         self.exclude_cordoned = exclude_cordoned
         self.excluded: dict[str, Exclusion] = {}
         """IpNode -> why it may hold nothing, as of the last pass."""
-        self._planned: dict[str, tuple[str, Reason, float]] = {}
-        """Planned moves written and not yet Bound: claim -> (new node, reason, written at)."""
-        self._held_back = False
-        """A pass left planned moves for later (`PLANNED_IN_FLIGHT`)."""
         self.nodes = nodes
         self.pools = pools
         self.liveness = liveness
@@ -175,6 +162,8 @@ class Placer:
         self.cursor = ""
         self.passes = 0
         """Completed passes (tests and debugging)."""
+        self.failovers = 0
+        """Deaths whose claims `failover` moved ahead of a pass (tests and debugging)."""
         self.pass_seconds = 0.0
         """How long the last pass worked (on ``clock``), without the loop's turns between
         its slices: `pacing.pace_after`."""
@@ -189,6 +178,7 @@ class Placer:
         """Each claim read once per version (`claim_facts`); the process's, so a new term's
         first pass reads only what changed since the last term's last."""
         self.writes = ClaimWrites(claims, kick)
+        self.planned = PlannedMoves(clock, kick)
         self.copies = PerNodeCopies(
             self.writes, writer, recorder, local.of if local is not None else None
         )
@@ -230,7 +220,7 @@ class Placer:
             views, cluster, self.policies, cursor=self.cursor, rebalance_moves=rebalance_moves
         )
         self.cursor = result.cursor
-        room = self._planned_room(started)
+        room = self.planned.room(started, self.writes.pending)
         held: list[str] = []
         for d in result.decisions:
             await budget.spent()  # each decision starts a write: 10,000 at a term's start
@@ -241,9 +231,7 @@ class Placer:
                 room -= 1
             self._start(d, by_name[d.claim], claims.per_node, cluster, started)
         if held:
-            self._held_back = True
-            self.kick(PLANNED_STALE)  # safety net; a planned move binding kicks sooner
-            log.info("placement.planned_moves_held", claims=len(held), limit=PLANNED_IN_FLIGHT)
+            self.planned.held(len(held))
         decided = {d.claim for d in result.decisions}
         for obj, fact in zip(objs, facts, strict=True):
             await budget.spent()
@@ -257,6 +245,52 @@ class Placer:
         PLACEMENT_PASS_SECONDS.observe(self.pass_ended - started)
         self.passes += 1
         return DONE
+
+    async def failover(self) -> bool:
+        """Move the claims of the nodes found dead, planned alone over the others' load
+        (`plan`'s ``base_load``, from `claims_by_node`), before the pass that walks every
+        claim: at 10,000 claims that walk was most of the time from a death to its first
+        write (docs/scale.md). True if it decided anything.
+
+        It decides what that pass would (a hypothesis test of `plan`) as long as nothing
+        else moves: so it leaves everything to that pass while any write of ours is in
+        flight or not yet in the cache (the cache's counts would be off by those claims:
+        a death during a batch of placements would spread unevenly), and leaves the claims
+        of policy ``all`` to it too. The pass that follows sees these writes in flight.
+        """
+        async with self._passing:
+            started = self.clock()
+            dead = self.dead_holding(started)
+            if self.by_node is None or not dead or not self.writes.settled(self.by_node.get):
+                return False
+            overlay, reading = self.writes.overlay(), self._facts.reading()  # neither `done`
+            objs = [
+                overlay.current(cached)
+                for node in dead
+                for cached in self.by_node.by_index(NODE_INDEX, node)
+            ]
+            cluster = self._snapshot(started)
+            views = [self._view(obj, reading.of(obj)) for obj in objs]
+            load = {n: self.by_node.index_count(NODE_INDEX, n) for n in cluster.live}
+            result = plan(views, cluster, self.policies, cursor=self.cursor, base_load=load)
+            self.cursor = result.cursor
+            by_name = {name_of(obj): obj for obj in objs}
+            decided = [d for d in result.decisions if not d.all_nodes and not d.reason.planned]
+            for d in decided:
+                self._start(d, by_name[d.claim], {}, cluster, started)
+            if decided:
+                self.failovers += 1
+                log.info("placement.failover", nodes=dead, claims=len(decided))
+            return bool(decided)
+
+    def dead_holding(self, now: float) -> list[str]:
+        """The nodes found dead that still hold claims of placement's (`failover`'s work)."""
+        if self.by_node is None:
+            return []
+        live = self.liveness.live(now)
+        return [
+            n for n in self.dead_since if n not in live and self.by_node.index_count(NODE_INDEX, n)
+        ]
 
     def _snapshot(self, started: float) -> Cluster:
         """The nodes as a pass sees them (and each claim's policy, `policies`)."""
@@ -331,9 +365,7 @@ class Placer:
             )
             return
         if d.reason.planned and d.to_node:
-            PLANNED_MOVES.labels(d.reason.value).inc()
-            self._planned[d.claim] = (d.to_node, d.reason, self.clock())
-            self.observe_claim(stored)  # the new node may have bound it already
+            self.planned.written(d, stored)
         since = self.dead_since.get(d.from_node) if d.reason is Reason.NODE_DEAD else None
         if since is not None:  # the move is written: that claim has failed over
             FAILOVER_SECONDS.observe(max(0.0, self.clock() - since))
@@ -363,45 +395,9 @@ class Placer:
             services=list(told) or None,
         )
 
-    def _planned_room(self, now: float) -> int:
-        """How many more planned moves may start now (`PLANNED_IN_FLIGHT`)."""
-        for name, (_, _, since) in list(self._planned.items()):
-            if now - since > PLANNED_STALE:
-                del self._planned[name]
-        writing = sum(
-            1
-            for name, p in self.writes.pending.items()
-            if p is not None and p.reason.planned and name not in self._planned
-        )
-        return PLANNED_IN_FLIGHT - len(self._planned) - writing
-
     def observe_claim(self, obj: Obj | None, name: str = "") -> None:
-        """A claim as the informer (or our write) has it: ends the clock of a planned move
-        once its new node reports it Bound; forgets it if it went elsewhere or is gone."""
-        name = name or name_of(obj or {})
-        planned = self._planned.get(name)
-        if planned is None:
-            return
-        to_node, reason, since = planned
-        if obj is None or node_of(obj) != to_node:
-            del self._planned[name]
-            self._release()
-        elif is_bound_on(obj, to_node):
-            self._release()
-            del self._planned[name]
-            PLANNED_MOVE_SECONDS.labels(reason.value).observe(max(0.0, self.clock() - since))
-            log.info(
-                "placement.planned_move.bound",
-                claim=name,
-                node=to_node,
-                reason=reason.value,
-                seconds=round(self.clock() - since, 3),
-            )
-
-    def _release(self) -> None:
-        if self._held_back:
-            self._held_back = False
-            self.kick(0.0)  # room for the planned moves a pass held back
+        """A claim as the informer (or our write) has it (`PlannedMoves.observe`)."""
+        self.planned.observe(obj, name)
 
     def _reported(self, d: Decision, obj: Obj) -> bool:
         """True if the claim already says what `_report_no_live_node` would write. A claim

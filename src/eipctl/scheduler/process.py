@@ -45,6 +45,7 @@ from eipctl.runtime.liveness_key import KeyFile
 from eipctl.scheduler import claims as c
 from eipctl.scheduler import metrics
 from eipctl.scheduler.claim_facts import ClaimFactsMemo
+from eipctl.scheduler.claims_by_node import NODE_INDEX, placed_node
 from eipctl.scheduler.digests import NodeDigests
 from eipctl.scheduler.keys import Pass, SchedulerKey, ServiceIpKey
 from eipctl.scheduler.liveness_secret import LivenessSecret
@@ -119,7 +120,7 @@ class Scheduler:
         m: Manager[SchedulerKey] = Manager(MANAGED, api, self, settings, lease_api=lease_api)
         self.manager = m
         self.recorder = m.recorder
-        self.claims = m.informer(IPCLAIMS, writer_cache=True)
+        self.claims = m.informer(IPCLAIMS, writer_cache=True, indexers={NODE_INDEX: placed_node})
         self.nodes = m.informer(IPNODES)
         self.pools = m.informer(IPCLAIMPOOLS)
         self.services = m.informer(SERVICES)
@@ -238,6 +239,7 @@ class Scheduler:
             returned_at=self.node_watch.returned_at,
             hold_down=s.node_hold_down,
             facts=self.claim_facts,
+            by_node=self.claims,
         )
         conditions = NodeConditions(
             self.nodes,
@@ -265,6 +267,9 @@ class Scheduler:
         async def handle(key: SchedulerKey) -> Result:
             match key:
                 case Pass.PLACE:
+                    if placer.dead_holding(self.now()):  # their claims first, not paced
+                        await conditions.sync()  # Live before moves: see node_conditions
+                        await placer.failover()
                     rest = rest_after(placer.pass_seconds, self.now() - placer.pass_ended)
                     if rest > 0:  # half the loop at most (`pacing`)
                         return requeue_after(rest)

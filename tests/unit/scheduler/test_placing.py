@@ -17,7 +17,8 @@ from eipctl.core.local_endpoints import EndpointNodes
 from eipctl.core.placement import Decision, Reason
 from eipctl.metrics import REGISTRY
 from eipctl.scheduler.claim_messages import claim_event
-from eipctl.scheduler.placing import PLANNED_IN_FLIGHT, PLANNED_STALE, Placer
+from eipctl.scheduler.placing import Placer
+from eipctl.scheduler.planned_moves import PLANNED_IN_FLIGHT, PLANNED_STALE
 from polling import LoopTurns
 
 

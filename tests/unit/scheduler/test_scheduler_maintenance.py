@@ -14,7 +14,7 @@ from scheduler_harness import GROUP, SimNodes, add_claims, load, placements, sch
 from eipctl.core.eligibility import EXCLUDE_LABEL, EXCLUDE_TAINT
 from eipctl.core.ipnode import ELIGIBLE
 from eipctl.metrics import REGISTRY
-from eipctl.scheduler.placing import PLANNED_IN_FLIGHT
+from eipctl.scheduler.planned_moves import PLANNED_IN_FLIGHT
 from kubemu import ApiServer
 from polling import eventually
 

@@ -68,6 +68,8 @@ async def test_node_death_moves_exactly_its_claims(
         )
         moved_after = loop.time() - killed_at
         assert moved_after >= 0.5  # not before the node timeout
+        assert running.scheduler.placer is not None
+        assert running.scheduler.placer.failovers == 1  # its claims alone, ahead of a pass
         after = placements(srv)
         changed = {n for n in before if before[n] != after[n]}
         assert changed == victims
