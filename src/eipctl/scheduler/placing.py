@@ -255,8 +255,9 @@ class Placer:
         It decides what that pass would (a hypothesis test of `plan`) as long as nothing
         else moves: so it leaves everything to that pass while any write of ours is in
         flight or not yet in the cache (the cache's counts would be off by those claims:
-        a death during a batch of placements would spread unevenly), and leaves the claims
-        of policy ``all`` to it too. The pass that follows sees these writes in flight.
+        a death during a batch of placements would spread unevenly), and leaves it the
+        claims of policy ``all`` and those with nowhere to go (reported once, by it). The
+        pass that follows sees these writes in flight.
         """
         async with self._passing:
             started = self.clock()
@@ -275,7 +276,11 @@ class Placer:
             result = plan(views, cluster, self.policies, cursor=self.cursor, base_load=load)
             self.cursor = result.cursor
             by_name = {name_of(obj): obj for obj in objs}
-            decided = [d for d in result.decisions if not d.all_nodes and not d.reason.planned]
+            decided = [  # a claim with nowhere to go is the pass's to report, once
+                d
+                for d in result.decisions
+                if d.to_node and not d.all_nodes and not d.reason.planned
+            ]
             for d in decided:
                 self._start(d, by_name[d.claim], {}, cluster, started)
             if decided:

@@ -119,3 +119,15 @@ async def test_nothing_to_do_without_a_dead_node_holding_claims() -> None:
     no_index = after_n2_died(claims, Writer(claims), None)
     assert no_index.dead_holding(0.0) == []
     assert not await no_index.failover()
+
+
+async def test_claims_with_nowhere_to_go_are_left_to_the_pass_that_reports_them() -> None:
+    """Every other node is dead too: no write, no failover counted, on every try."""
+    claims = ten_on_each_of_three()
+    writer = Writer(claims)
+    placer = after_n2_died(claims, writer, Indexed(claims))
+    placer.liveness.nodes = frozenset()  # type: ignore[attr-defined]
+    for _ in range(2):
+        assert not await placer.failover()
+    await settle(placer)
+    assert writer.log == [] and placer.failovers == 0
