@@ -99,13 +99,6 @@ class ServiceNotifier(Protocol):
     def unplaceable(self, claim: Obj, d: Decision) -> tuple[str, ...]: ...
 
 
-FAILOVER_HEAD_START = 0.1
-"""Seconds the pass over every claim waits after `Placer.failover` decided: the failover's
-writes go out first instead of queueing behind that pass's work on the loop (1,000 x 10,000
-on a busy 2-core bed: the decision 25-53 ms after the death, the first claim stored ~150 ms
-later while the pass ran)."""
-
-
 class _NoNodes:
     def objects(self) -> list[Obj]:
         return []

@@ -55,7 +55,7 @@ from eipctl.scheduler.node_eligibility import NodeEligibility
 from eipctl.scheduler.node_keys import NodeKeyCache
 from eipctl.scheduler.node_watch import NodeWatch
 from eipctl.scheduler.pacing import pace_after, rest_after
-from eipctl.scheduler.placing import FAILOVER_HEAD_START, Placer
+from eipctl.scheduler.placing import Placer
 from eipctl.scheduler.service_claims import ServiceClaims, ServiceIndex
 from eipctl.scheduler.service_events import ServiceEvents
 
@@ -269,8 +269,7 @@ class Scheduler:
                 case Pass.PLACE:
                     if placer.dead_holding(self.now()):  # their claims first, not paced
                         await conditions.sync()  # Live before moves: see node_conditions
-                        if await placer.failover():
-                            return requeue_after(FAILOVER_HEAD_START)  # the full pass next
+                        await placer.failover()
                     rest = rest_after(placer.pass_seconds, self.now() - placer.pass_ended)
                     if rest > 0:  # half the loop at most (`pacing`)
                         return requeue_after(rest)
