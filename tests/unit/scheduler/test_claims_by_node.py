@@ -131,3 +131,12 @@ async def test_claims_with_nowhere_to_go_are_left_to_the_pass_that_reports_them(
         assert not await placer.failover()
     await settle(placer)
     assert writer.log == [] and placer.failovers == 0
+
+
+def test_only_nodes_still_dead_and_still_holding_claims_are_failed_over() -> None:
+    """A pass may have marked a node dead that replied since, or one that holds nothing."""
+    claims = ten_on_each_of_three()
+    placer = after_n2_died(claims, Writer(claims), Indexed(claims))
+    placer.dead_since.update({"n1": 0.0, "n4": 0.0})  # n1 replies again; n4 holds nothing
+    placer.liveness.nodes = frozenset({"n1", "n3"})  # type: ignore[attr-defined]
+    assert placer.dead_holding(0.0) == ["n2"]
