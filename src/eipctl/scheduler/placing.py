@@ -99,6 +99,12 @@ class ServiceNotifier(Protocol):
     def unplaceable(self, claim: Obj, d: Decision) -> tuple[str, ...]: ...
 
 
+FAILOVER_MOST = 1_000
+"""`Placer.failover` plans at most this many claims (it runs ahead of the pacing and in one
+piece, ~4 us a claim); more on dead nodes at once is a storm (many nodes judged dead
+together), left to the pass, which is paced and gives the loop back every few ms."""
+
+
 class _NoNodes:
     def objects(self) -> list[Obj]:
         return []
@@ -256,8 +262,9 @@ class Placer:
         else moves: so it leaves everything to that pass while any write of ours is in
         flight or not yet in the cache (the cache's counts would be off by those claims:
         a death during a batch of placements would spread unevenly), and leaves it the
-        claims of policy ``all`` and those with nowhere to go (reported once, by it). The
-        pass that follows sees these writes in flight.
+        claims of policy ``all``, those with nowhere to go (reported once, by it), and
+        every claim when more than `FAILOVER_MOST` are on dead nodes. The pass that
+        follows sees these writes in flight.
         """
         async with self._passing:
             started = self.clock()
@@ -265,6 +272,8 @@ class Placer:
             if self.by_node is None or not dead or not self.writes.settled(self.by_node.get):
                 return False
             overlay, reading = self.writes.overlay(), self._facts.reading()  # neither `done`
+            if sum(self.by_node.index_count(NODE_INDEX, n) for n in dead) > FAILOVER_MOST:
+                return False  # a storm: the paced pass's
             objs = [
                 overlay.current(cached)
                 for node in dead

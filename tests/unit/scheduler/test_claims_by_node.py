@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from test_placing import Cluster, Gated, ip_claim
 from test_pool_placement_unit import Stub, Writer, settle
 
 from eipctl.core.fields import Obj, name_of
+from eipctl.scheduler import placing
 from eipctl.scheduler.claims_by_node import NODE_INDEX, placed_node
 from eipctl.scheduler.placing import Placer
 
@@ -140,3 +142,14 @@ def test_only_nodes_still_dead_and_still_holding_claims_are_failed_over() -> Non
     placer.dead_since.update({"n1": 0.0, "n4": 0.0})  # n1 replies again; n4 holds nothing
     placer.liveness.nodes = frozenset({"n1", "n3"})  # type: ignore[attr-defined]
     assert placer.dead_holding(0.0) == ["n2"]
+
+
+async def test_a_storm_of_deaths_is_left_to_the_paced_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More claims on dead nodes than FAILOVER_MOST: many nodes judged dead together."""
+    claims = ten_on_each_of_three()
+    placer = after_n2_died(claims, Writer(claims), Indexed(claims))
+    monkeypatch.setattr(placing, "FAILOVER_MOST", 9)  # n2 holds 10
+    assert not await placer.failover()
+    monkeypatch.setattr(placing, "FAILOVER_MOST", 10)
+    assert await placer.failover()
+    await settle(placer)
