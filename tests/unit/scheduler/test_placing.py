@@ -472,7 +472,8 @@ async def test_only_a_failover_records_when_its_node_was_found_dead() -> None:
     assert placer.dead_since == {"n3": 0.0}
 
 
-async def test_a_claim_reported_waiting_for_a_node_moves_once_one_lives() -> None:
+async def reported_waiting() -> tuple[Obj, Gated, Cluster, Placer]:
+    """A claim on n1 with no live node anywhere, after one pass (its NoLiveNode report)."""
     claim = ip_claim(1, "n1")
     writer = Gated([claim])
     cluster = Cluster([claim])
@@ -480,6 +481,11 @@ async def test_a_claim_reported_waiting_for_a_node_moves_once_one_lives() -> Non
     placer = cluster.placer(writer)
     await placer.reconcile()
     await settle(placer)
+    return claim, writer, cluster, placer
+
+
+async def test_a_claim_reported_waiting_for_a_node_moves_once_one_lives() -> None:
+    claim, writer, cluster, placer = await reported_waiting()
     assert writer.log == [("update", name_of(claim))]  # the NoLiveNode report
     cluster.claims.objs = list(writer.store.values())  # the informer catches up
     cluster.live.nodes = frozenset({"n2"})
@@ -491,13 +497,7 @@ async def test_a_claim_reported_waiting_for_a_node_moves_once_one_lives() -> Non
 async def test_a_claim_reported_waiting_is_not_written_again_by_the_next_pass() -> None:
     """`_reported`: the claim already says what the report would write (its phase and
     bound node left as they are): no write, and so no write's end waking a pass."""
-    claim = ip_claim(1, "n1")
-    writer = Gated([claim])
-    cluster = Cluster([claim])
-    cluster.live.nodes = frozenset()
-    placer = cluster.placer(writer)
-    await placer.reconcile()
-    await settle(placer)
+    claim, writer, cluster, placer = await reported_waiting()
     assert writer.begun("status") == [name_of(claim)]
     cluster.claims.objs = list(writer.store.values())
     await placer.reconcile()
