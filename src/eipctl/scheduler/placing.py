@@ -298,13 +298,12 @@ class Placer:
             return bool(decided)
 
     def dead_holding(self, now: float) -> list[str]:
-        """The nodes found dead that still hold claims of placement's (`failover`'s work)."""
+        """The nodes found dead that still hold claims of placement's (`failover`'s work).
+        Asked on every placement request: it looks at the dead nodes only, not at all."""
         if self.by_node is None:
             return []
-        live = self.liveness.live(now)
-        return [
-            n for n in self.dead_since if n not in live and self.by_node.index_count(NODE_INDEX, n)
-        ]
+        is_live, count = self.liveness.is_live, self.by_node.index_count
+        return [n for n in self.dead_since if not is_live(n, now) and count(NODE_INDEX, n)]
 
     def _snapshot(self, started: float) -> Cluster:
         """The nodes as a pass sees them (and each claim's policy, `policies`)."""

@@ -124,6 +124,9 @@ class Live:
     def live(self, _now: float) -> frozenset[str]:
         return self.nodes
 
+    def is_live(self, node: str, _now: float) -> bool:
+        return node in self.nodes
+
     def api_stale(self) -> frozenset[str]:
         return frozenset()
 
