@@ -133,7 +133,7 @@ from scale_fleet import (
     start_workers,
     worker_blocks,
 )
-from scale_netns_node import MAX_SERVICES, NetnsController
+from scale_netns_node import MAX_SERVICES, NetnsController, RequestTally
 from scale_netns_node import POOL_CIDR as NETNS_POOL
 from scale_netns_node import figures as netns_figures
 from scale_netns_node import reap as reap_netns
@@ -208,6 +208,12 @@ def main() -> int:
         "defaults), e.g. '--renew-deadline 4s --lease-duration 5s'",
     )
     parser.add_argument(
+        "--node-probe-silence",
+        type=float,
+        help="the simulated nodes' --probe-silence in seconds (default: the controller's, "
+        "400ms); set it to the schedulers' --liveness-timeout when --child-flags changes that",
+    )
+    parser.add_argument(
         "--steady-wait",
         type=float,
         default=0.0,
@@ -240,7 +246,12 @@ def main() -> int:
     print(
         f"window {window:g}s after {args.settle:g}s of steady state; {args.replicas} scheduler "
         "replica(s) and the allocator with default flags (probes every 100ms, timeout 400ms)"
-        + (f" and {args.child_flags!r}" if args.child_flags else ""),
+        + (f" and {args.child_flags!r}" if args.child_flags else "")
+        + (
+            f"; nodes' --probe-silence {args.node_probe_silence:g}s"
+            if args.node_probe_silence is not None
+            else ""
+        ),
         flush=True,
     )
     results = []
@@ -275,6 +286,8 @@ def _grid(args: argparse.Namespace, window: float, grid: Any) -> list[dict[str, 
         argv += ["--py-spy"] if args.py_spy else []
         argv += ["--heap"] if args.heap else []
         argv += [f"--child-flags={args.child_flags}"] if args.child_flags else []
+        if args.node_probe_silence is not None:
+            argv += ["--node-probe-silence", str(args.node_probe_silence)]
         result = run_cell(argv, f"{n} nodes x {s} Services")
         if result is not None:
             results.append(result)
@@ -370,7 +383,13 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         server.write_kubeconfig(kubeconfig)
         t0 = time.monotonic()
         workers = await start_workers(
-            sim, count, kubeconfig=kubeconfig, key_file=key_file, tmp=tmp, real=args.real_node
+            sim,
+            count,
+            kubeconfig=kubeconfig,
+            key_file=key_file,
+            tmp=tmp,
+            real=args.real_node,
+            probe_silence=args.node_probe_silence,
         )
         async with asyncio.timeout(60 + 0.2 * n):
             await asyncio.gather(*(w.registered for w in workers))
@@ -451,12 +470,17 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         owner = node_owners(workers, count, sim, args.real_node)
         fos = await failovers(store, owner, args.failovers)
         boot = startup(tmp, kids_started_at, args.replicas)
+        restarted = RequestTally(server, f"restarted-allocator-{secrets.token_hex(8)}")
+        server.write_kubeconfig(tmp / "alloc-2.kubeconfig", token=restarted.token)
         restart = await allocator_restart(
             kids,
-            lambda: allocator_child(kubeconfig, tmp / "alloc-2.log", free_port(), args.child_flags),
+            lambda: allocator_child(
+                tmp / "alloc-2.kubeconfig", tmp / "alloc-2.log", free_port(), args.child_flags
+            ),
             tally,
             tmp,
             _allocator_writes,
+            lambda: _own_writes(restarted.by_verb),
         )
         both = (
             await leader_with_node(store, kids, _leader(store), owner, _bound_on)
@@ -565,6 +589,20 @@ def _leader(store: Any) -> str:
 def _allocator_writes(before: Tally, after: Tally) -> int:
     """Writes to Services and IpClaims between two tallies (the allocator's kinds)."""
     return sum(after.writes[k] - before.writes[k] for k in (SERVICES, IPCLAIMS))
+
+
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _own_writes(by_verb: Counter[str]) -> int:
+    """One client's requests (`RequestTally`: "VERB resource[/sub]") that write a Service or
+    an IpClaim, its status included."""
+    return sum(
+        n
+        for key, n in by_verb.items()
+        if key.split(" ")[0] in WRITE_VERBS
+        and key.split(" ")[1].split("/")[0] in ("services", "ipclaims")
+    )
 
 
 async def failovers(store: Any, owner: dict[str, Worker], times: int) -> list[dict[str, Any]]:

@@ -78,11 +78,18 @@ def worker_blocks(n: int, count: int, real: bool) -> list[tuple[int, int, bool]]
 
 
 async def start_workers(
-    n: int, count: int, *, kubeconfig: Path, key_file: Path, tmp: Path, real: bool
+    n: int,
+    count: int,
+    *,
+    kubeconfig: Path,
+    key_file: Path,
+    tmp: Path,
+    real: bool,
+    probe_silence: float | None = None,
 ) -> list[Worker]:
     workers = []
     for k, (first, size, is_real) in enumerate(worker_blocks(n, count, real)):
-        spec = {
+        spec: dict[str, Any] = {
             "kubeconfig": str(kubeconfig),
             "key_file": str(key_file),
             "first": first,
@@ -90,6 +97,8 @@ async def start_workers(
             "real": is_real,
             "log": str(tmp / f"worker-{k}.log"),
         }
+        if probe_silence is not None:
+            spec["probe_silence"] = probe_silence
         proc = await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", "eipctl.sandbox.scale_worker", str(os.getpid())),
             json.dumps(spec),

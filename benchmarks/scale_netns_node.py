@@ -51,6 +51,7 @@ class RequestTally:
 
     def __init__(self, server: Any, token: str) -> None:
         self.by_verb: Counter[str] = Counter()
+        self.token = token
         self._auth = f"Bearer {token}"
         handlers = server._routes.handlers
         inner = handlers.resource

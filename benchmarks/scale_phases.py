@@ -173,12 +173,20 @@ async def leader_with_node(
 
 
 async def allocator_restart(
-    kids: Any, make_child: Callable[[], Any], tally: Any, tmp: Path, writes_of: Callable[..., int]
+    kids: Any,
+    make_child: Callable[[], Any],
+    tally: Any,
+    tmp: Path,
+    writes_of: Callable[..., int],
+    own_writes: Callable[[], int],
 ) -> dict[str, Any]:
     """Stop the allocator, start it again: seconds to synced and to every key done, and the
-    Service and IpClaim writes from the restart to `RESTART_QUIET` seconds after it."""
+    Service and IpClaim writes from the restart to `RESTART_QUIET` seconds after it: the new
+    allocator's own (``own_writes``: it runs as a user of its own) and everyone's (the
+    schedulers and nodes may still be writing claims after the failovers)."""
     old = next(c for c in kids.children if c.name == "allocator")
     before = tally.copy()
+    own_before = own_writes()
     await old.stop(5.0)
     fresh = make_child()
     started = time.time()
@@ -194,5 +202,6 @@ async def allocator_restart(
         "synced": synced[0] - started if synced else None,
         "caught_up": caught[0] - started if caught else None,
         "writes": writes_of(before, tally.copy()),
+        "own_writes": own_writes() - own_before,
         "within": time.monotonic() - t0,
     }

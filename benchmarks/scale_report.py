@@ -98,7 +98,8 @@ def phase_lines(r: dict[str, Any]) -> list[str]:
     a = r["allocator_restart"]
     out.append(
         f"  allocator restarted: caches synced {_s(a['synced'])}, every Service checked "
-        f"{_s(a['caught_up'])}, Service and IpClaim writes in {a['within']:.0f}s: {a['writes']}"
+        f"{_s(a['caught_up'])}, Service and IpClaim writes in {a['within']:.0f}s: "
+        f"{a.get('own_writes', '?')} by the allocator ({a['writes']} by every client)"
     )
     b = r["leader_with_node"]
     out.append(

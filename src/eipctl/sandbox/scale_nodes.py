@@ -168,10 +168,11 @@ class ScaleNode:
         claims: Informer,
         client: Any,
         parse: Callable[[Obj], IpClaim] = IpClaim.from_dict,
+        flags: ControllerSettings | None = None,
     ) -> None:
         self.name = name
         self._parse = parse
-        self.settings = s = ScaleTiming.for_node(index)
+        self.settings = s = ScaleTiming.for_node(index, flags)
         self.mac = ":".join(f"{b:02x}" for b in _mac_for(index))
         self.api = KubeApi(client, request_timeout=API_TIMEOUT)
         self.heartbeat_api = KubeApi(client, request_timeout=s.fence_timeout)
@@ -287,10 +288,17 @@ class ScaleNode:
 class ScaleFleet:
     """The `ScaleNode`s of one process: one client, one watch of every IpClaim."""
 
-    def __init__(self, kubeconfig: Path, keyring: Keyring, names: list[tuple[int, str]]) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        keyring: Keyring,
+        names: list[tuple[int, str]],
+        flags: ControllerSettings | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.keyring = keyring
         self.names = names
+        self.flags = flags  # the controllers' flags (default: theirs)
         self.counts = RequestCounts()
         self.nodes: dict[str, ScaleNode] = {}
         self.informer: Informer | None = None
@@ -315,6 +323,7 @@ class ScaleFleet:
                 claims=self.informer,
                 client=self._client,
                 parse=self._parse,
+                flags=self.flags,
             )
         nodes = list(self.nodes.values())
         for first in range(0, len(nodes), wave):

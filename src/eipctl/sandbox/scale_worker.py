@@ -1,7 +1,9 @@
 """`python -m eipctl.sandbox.scale_worker PARENT_PID SPEC`: a process of `ScaleNode`s.
 
-SPEC is a JSON object: ``{"kubeconfig", "key_file", "first", "count", "log", "real"?}`` (nodes
-``node-<first>`` .. ``node-<first+count-1>``, each on `nodes.liveness_address(index)`). The
+SPEC is a JSON object: ``{"kubeconfig", "key_file", "first", "count", "log", "real"?,
+"probe_silence"?}`` (nodes ``node-<first>`` .. ``node-<first+count-1>``, each on
+`nodes.liveness_address(index)`; ``probe_silence``: the controllers' --probe-silence in
+seconds, to match schedulers run with another --liveness-timeout). The
 process dies with its parent (PR_SET_PDEATHSIG, as `eipctl.sandbox.child`). With ``"real"``
 the nodes are whole sandbox nodes (`RealNodes`) instead of `ScaleNode`s, for comparison. The
 `ScaleNode`s run under uvloop, the whole nodes under asyncio's loop (as the controller).
@@ -31,14 +33,21 @@ import structlog
 import uvloop
 
 from eipctl.core.liveness_wire import Keyring
+from eipctl.runtime.config import ControllerSettings
 from eipctl.sandbox.child import die_with_parent
 from eipctl.sandbox.limits import raise_file_limit
 from eipctl.sandbox.scale_nodes import RequestCounts, ScaleFleet, replies_sent, shared_client
 from eipctl.sandbox.workers import blocks
 
-__all__ = ["blocks", "main", "serve", "spec_names"]
+__all__ = ["blocks", "main", "node_flags", "serve", "spec_names"]
 
 GC_THRESHOLDS = (10_000, 20, 100)  # as the sandbox's (`session.GC_THRESHOLDS`)
+
+
+def node_flags(spec: dict[str, Any]) -> ControllerSettings | None:
+    """The controllers' flags a spec asks for (None: their defaults)."""
+    silence = spec.get("probe_silence")
+    return None if silence is None else ControllerSettings(probe_silence=float(silence))
 
 
 def spec_names(first: int, count: int) -> list[tuple[int, str]]:
@@ -115,10 +124,12 @@ async def _answer(fleet: ScaleFleet | RealNodes, req: dict[str, Any]) -> tuple[A
 
 
 async def serve(spec: dict[str, Any], keyring: Keyring) -> None:
-    kind = RealNodes if spec.get("real") else ScaleFleet
-    fleet = kind(
-        Path(spec["kubeconfig"]), keyring, spec_names(int(spec["first"]), int(spec["count"]))
-    )
+    names = spec_names(int(spec["first"]), int(spec["count"]))
+    fleet: ScaleFleet | RealNodes
+    if spec.get("real"):
+        fleet = RealNodes(Path(spec["kubeconfig"]), keyring, names)
+    else:
+        fleet = ScaleFleet(Path(spec["kubeconfig"]), keyring, names, node_flags(spec))
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)

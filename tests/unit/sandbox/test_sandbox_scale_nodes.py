@@ -6,7 +6,7 @@ from typing import Any
 
 from eipctl.runtime.config import ControllerSettings
 from eipctl.sandbox.scale_nodes import NodeClaims, ScaleTiming, request_kind
-from eipctl.sandbox.scale_worker import blocks, spec_names
+from eipctl.sandbox.scale_worker import blocks, node_flags, spec_names
 
 
 def test_requests_are_named_by_the_api_servers_verbs() -> None:
@@ -27,6 +27,16 @@ def test_timing_is_the_controllers_defaults_and_its_vouch_window() -> None:
     assert t.heartbeat_interval == flags.heartbeat_interval
     assert t.fence_timeout == flags.fence_timeout
     assert t.vouch_window == max(1.0, 2 * flags.probe_silence + 0.2)
+
+
+def test_a_spec_may_give_the_nodes_another_probe_silence() -> None:
+    assert node_flags({"first": 0, "count": 1}) is None  # the controller's defaults
+    flags = node_flags({"first": 0, "count": 1, "probe_silence": 0.5})
+    assert flags is not None
+    t = ScaleTiming.for_node(3, flags)
+    assert t.probe_silence == 0.5
+    assert t.vouch_window == max(1.0, 2 * 0.5 + 0.2)
+    assert t.fence_timeout == ControllerSettings().fence_timeout  # the rest unchanged
 
 
 def test_a_worker_names_its_block_of_nodes() -> None:
