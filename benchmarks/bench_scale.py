@@ -208,6 +208,12 @@ def main() -> int:
         "defaults), e.g. '--renew-deadline 4s --lease-duration 5s'",
     )
     parser.add_argument(
+        "--scheduler-flags",
+        default="",
+        help="extra flags for every scheduler replica only, e.g. '--liveness-interval 125ms "
+        "--liveness-timeout 500ms' (with --node-probe-silence 0.5)",
+    )
+    parser.add_argument(
         "--node-probe-silence",
         type=float,
         help="the simulated nodes' --probe-silence in seconds (default: the controller's, "
@@ -247,6 +253,7 @@ def main() -> int:
         f"window {window:g}s after {args.settle:g}s of steady state; {args.replicas} scheduler "
         "replica(s) and the allocator with default flags (probes every 100ms, timeout 400ms)"
         + (f" and {args.child_flags!r}" if args.child_flags else "")
+        + (f"; schedulers {args.scheduler_flags!r}" if args.scheduler_flags else "")
         + (
             f"; nodes' --probe-silence {args.node_probe_silence:g}s"
             if args.node_probe_silence is not None
@@ -286,6 +293,7 @@ def _grid(args: argparse.Namespace, window: float, grid: Any) -> list[dict[str, 
         argv += ["--py-spy"] if args.py_spy else []
         argv += ["--heap"] if args.heap else []
         argv += [f"--child-flags={args.child_flags}"] if args.child_flags else []
+        argv += [f"--scheduler-flags={args.scheduler_flags}"] if args.scheduler_flags else []
         if args.node_probe_silence is not None:
             argv += ["--node-probe-silence", str(args.node_probe_silence)]
         result = run_cell(argv, f"{n} nodes x {s} Services")
@@ -368,7 +376,9 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
     workers: list[Worker] = []
     sim = n - args.netns_node  # the nodes in workers: all but a netns node
     netns: NetnsController | None = None
-    kids, ports = children(kubeconfig, key_file, tmp, args.replicas, args.child_flags)
+    kids, ports = children(
+        kubeconfig, key_file, tmp, args.replicas, args.child_flags, args.scheduler_flags
+    )
     started = False
     await server.start(host="127.0.0.1", port=0)
     settling = asyncio.create_task(settle_heap())
@@ -564,6 +574,8 @@ async def _one(n: int, s: int, args: argparse.Namespace, window: float, tmp: Pat
         "allocator_restart": restart,
         "leader_with_node": both,
         "child_flags": args.child_flags,
+        "scheduler_flags": args.scheduler_flags,
+        "node_probe_silence": args.node_probe_silence,
         "term_starts": term_starts(tmp, args.replicas),
     }
 

@@ -111,10 +111,16 @@ async def start_workers(
 
 
 def children(
-    kubeconfig: Path, key_file: Path, tmp: Path, replicas: int, extra: str
+    kubeconfig: Path,
+    key_file: Path,
+    tmp: Path,
+    replicas: int,
+    extra: str,
+    scheduler_extra: str = "",
 ) -> tuple[Any, dict[str, int]]:
     """The allocator and the scheduler replicas (not started), and the port each serves its
-    /metrics on (loopback)."""
+    /metrics on (loopback). ``extra``: flags for all of them; ``scheduler_extra``: for the
+    scheduler replicas only."""
     from eipctl.sandbox.children import Children
 
     ports = {"allocator": free_port()}
@@ -122,7 +128,8 @@ def children(
     for r in range(1, replicas + 1):
         name = f"scheduler-{r}"
         ports[name] = free_port()
-        made.append(_child(name, "scheduler", kubeconfig, tmp, ports[name], extra, key_file))
+        flags = f"{extra} {scheduler_extra}".strip()
+        made.append(_child(name, "scheduler", kubeconfig, tmp, ports[name], flags, key_file))
     return Children(made), ports
 
 

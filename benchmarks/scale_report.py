@@ -72,6 +72,7 @@ def table(results: list[dict[str, Any]]) -> list[str]:
             "  leadership terms begun (from start to the end of the failovers): "
             + _by(r["term_starts"], "{}")
             + (f"; child flags {r['child_flags']!r}" if r["child_flags"] else "")
+            + (f"; schedulers {r['scheduler_flags']!r}" if r.get("scheduler_flags") else "")
         )
         for f in r["failovers"]:
             out.append(
