@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eipctl.runtime.config import CommonSettings, LeaderSettings
+from eipctl.runtime.config import CommonSettings, PatientLeaderSettings
 from eipctl.runtime.settings import setting
 from eipctl.runtime.values import (
     int_range,
@@ -16,7 +16,7 @@ from eipctl.runtime.values import (
 
 
 @dataclass(frozen=True)
-class NodeIpsSettings(LeaderSettings, CommonSettings):
+class NodeIpsSettings(PatientLeaderSettings, CommonSettings):
     default_node_pool: str = setting(
         "", parse_text, "pool of labelled Nodes without eipctl.io/external-ip-pool ('' = none)"
     )

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from eipctl.cli.main import build_parser, build_settings, main
-from eipctl.runtime.config import ControllerSettings, SchedulerSettings
+from eipctl.nodeips.settings import NodeIpsSettings
+from eipctl.runtime.config import AllocatorSettings, ControllerSettings, SchedulerSettings
 from eipctl.runtime.settings import Deprecation, SettingsError
 
 
@@ -18,6 +19,31 @@ def settings_for(argv: list[str], monkeypatch: pytest.MonkeyPatch, env: dict[str
         monkeypatch.setenv(key, value)
     args = build_parser().parse_args(argv)
     return build_settings(SchedulerSettings, args, "scheduler")
+
+
+def test_only_the_scheduler_pays_for_a_short_lease(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its 1 s Lease is in the failover budget; the allocator's and nodeips' are client-go's,
+    and each process's --help states its own."""
+    timings = {
+        cls: (s.lease_duration, s.renew_deadline, s.retry_period)
+        for cls in (SchedulerSettings, AllocatorSettings, NodeIpsSettings)
+        for s in [cls()]
+    }
+    assert timings == {
+        SchedulerSettings: (1.0, 0.8, 0.2),
+        AllocatorSettings: (15.0, 10.0, 2.0),
+        NodeIpsSettings: (15.0, 10.0, 2.0),
+    }
+    for command, default in (("scheduler", "1s"), ("allocator", "15s"), ("nodeips", "15s")):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        start = text.index("--lease-duration DURATION how long")
+        assert f"(default: '{default}';" in text[start : text.index("--renew-deadline D", start)]
+    args = build_parser().parse_args(["allocator", "--retry-period", "1s"])
+    allocator = build_settings(AllocatorSettings, args, "allocator")
+    assert isinstance(allocator, AllocatorSettings)
+    assert (allocator.lease_duration, allocator.retry_period) == (15.0, 1.0)
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
