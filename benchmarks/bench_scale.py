@@ -217,7 +217,8 @@ def main() -> int:
         "--node-probe-silence",
         type=float,
         help="the simulated nodes' --probe-silence in seconds (default: the controller's, "
-        "400ms); set it to the schedulers' --liveness-timeout when --child-flags changes that",
+        "400ms); set it to the schedulers' --liveness-timeout when --scheduler-flags changes "
+        "that",
     )
     parser.add_argument(
         "--steady-wait",
@@ -609,12 +610,12 @@ WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 def _own_writes(by_verb: Counter[str]) -> int:
     """One client's requests (`RequestTally`: "VERB resource[/sub]") that write a Service or
     an IpClaim, its status included."""
-    return sum(
-        n
-        for key, n in by_verb.items()
-        if key.split(" ")[0] in WRITE_VERBS
-        and key.split(" ")[1].split("/")[0] in ("services", "ipclaims")
-    )
+    total = 0
+    for key, n in by_verb.items():
+        verb, _, path = key.partition(" ")
+        if verb in WRITE_VERBS and path.partition("/")[0] in ("services", "ipclaims"):
+            total += n
+    return total
 
 
 async def failovers(store: Any, owner: dict[str, Worker], times: int) -> list[dict[str, Any]]:
